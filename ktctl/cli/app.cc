@@ -1,0 +1,153 @@
+#include "cli/app.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/exit_codes.h"
+#include "cli/output.h"
+#include "ktesio/contract/declaration.h"
+#include "ktesio/contract/error.h"
+#include "ktesio/v1/version.h"
+
+namespace ktesio::cli {
+namespace {
+
+constexpr double kDefaultTimeoutSeconds = 30;
+
+std::string JoinPath(const std::vector<std::string_view>& path) {
+  std::string out;
+  for (std::string_view word : path) {
+    if (!out.empty()) {
+      out += ' ';
+    }
+    out += word;
+  }
+  return out;
+}
+
+std::string HelpText() {
+  std::string out =
+      "usage: ktctl [--socket PATH] [--json] [--timeout SECS] COMMAND ...\n\n"
+      "Drives a running ktesiod over its API socket. Global flags may appear anywhere.\n\n"
+      "commands:\n";
+  for (const Command& command : Commands()) {
+    std::string line =
+        absl::StrCat("  ", JoinPath(command.path), " ", std::string(command.usage));
+    if (line.size() < 58) {
+      line.append(58 - line.size(), ' ');
+    } else {
+      line += "\n" + std::string(58, ' ');
+    }
+    absl::StrAppend(&out, line, std::string(command.summary), "\n");
+  }
+  out +=
+      "\nglobal flags:\n"
+      "  --socket PATH   daemon socket (default: $KTESIO_SOCKET, else the user-mode default)\n"
+      "  --json          machine-readable output on stdout\n"
+      "  --timeout SECS  deadline for each API call (default 30)\n"
+      "  --version       client version, and the daemon's when reachable\n"
+      "\nexit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 invalid state, 5 unsupported,\n"
+      "            6 timed out, 7 daemon unreachable (docs/exit-codes.md)\n";
+  return out;
+}
+
+int PrintVersion(Context& ctx) {
+  Out(absl::StrCat("ktctl ", std::string(v1::kKtesioVersion), " (api ", std::string(v1::kApiVersion),
+                   ", contract ", std::string(contract::kContractVersion), ")\n"));
+  Client client(ctx.socket_path, std::chrono::milliseconds(2000));
+  v1::GetVersionResponse version;
+  CallError error;
+  if (client.Handshake(&version, &error)) {
+    Out(absl::StrCat("ktesiod ", version.daemon_version(), " (api ", version.api_version(),
+                     ", contract ", version.contract_version(), ") at ", ctx.socket_path, "\n"));
+  } else {
+    Out(absl::StrCat("ktesiod: not reachable at ", ctx.socket_path, "\n"));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Client* Context::Connect(int* exit_code) {
+  if (client_ == nullptr) {
+    const double seconds = global.timeout_seconds.value_or(kDefaultTimeoutSeconds);
+    auto client = std::make_unique<Client>(
+        socket_path, std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+    v1::GetVersionResponse version;
+    CallError error;
+    if (!client->Handshake(&version, &error)) {
+      *exit_code = Fail(error);
+      return nullptr;
+    }
+    client_ = std::move(client);
+  }
+  return client_.get();
+}
+
+int Context::Fail(const grpc::Status& status) { return Fail(ToCallError(status, socket_path)); }
+
+int Context::Fail(const CallError& error) {
+  return ReportError(global.json, error.reason, error.message, error.exit_code);
+}
+
+int Context::Usage(std::string_view message, std::string_view usage) {
+  return ReportError(global.json, "USAGE",
+                     absl::StrCat(std::string(message), "\nusage: ktctl ", std::string(usage)),
+                     kExitUsage);
+}
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = [] {
+    std::vector<Command> all;
+    AddDaemonCommands(all);
+    AddAgentCommands(all);
+    AddManifestCommands(all);
+    return all;
+  }();
+  return commands;
+}
+
+int RunCli(const std::vector<std::string>& args) {
+  absl::StatusOr<Invocation> inv = ParseInvocation(args);
+  if (!inv.ok()) {
+    const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
+    return ReportError(json, "USAGE", std::string(inv.status().message()), kExitUsage);
+  }
+  Context ctx;
+  ctx.global = inv->global;
+  ctx.socket_path = ctx.global.socket.empty() ? DefaultSocketPath() : ctx.global.socket;
+  if (ctx.global.version) {
+    return PrintVersion(ctx);
+  }
+  const std::vector<std::string>& words = inv->words;
+  // Longest command path that prefixes the words wins.
+  const Command* best = nullptr;
+  for (const Command& command : Commands()) {
+    if (command.path.size() <= words.size() &&
+        std::equal(command.path.begin(), command.path.end(), words.begin()) &&
+        (best == nullptr || command.path.size() > best->path.size())) {
+      best = &command;
+    }
+  }
+  if (best == nullptr) {
+    if (words.empty() || ctx.global.help) {
+      Out(HelpText());
+      return kExitOk;
+    }
+    return ReportError(ctx.global.json, "USAGE",
+                       absl::StrCat("unknown command '", absl::StrJoin(words, " "),
+                                    "' (see ktctl --help)"),
+                       kExitUsage);
+  }
+  if (ctx.global.help) {
+    Out(absl::StrCat("usage: ktctl ", JoinPath(best->path), " ", std::string(best->usage),
+                     "\n\n", std::string(best->summary), "\n"));
+    return kExitOk;
+  }
+  std::vector<std::string> rest(words.begin() + static_cast<long>(best->path.size()), words.end());
+  return best->run(ctx, rest);
+}
+
+}  // namespace ktesio::cli

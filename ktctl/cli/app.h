@@ -1,0 +1,49 @@
+#pragma once
+
+// ktctl's command table and dispatcher. Each command parses its own arguments, calls the API
+// with a deadline, renders, and returns an exit code (docs/exit-codes.md).
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/client.h"
+
+namespace ktesio::cli {
+
+struct Context {
+  GlobalOptions global;
+  std::string socket_path;
+  // Connects on first use and performs the API handshake; on failure reports and returns null.
+  Client* Connect(int* exit_code);
+  // Reports a failed call (stderr or the JSON error document); returns its exit code.
+  int Fail(const grpc::Status& status);
+  int Fail(const CallError& error);
+  int Usage(std::string_view message, std::string_view usage);
+
+ private:
+  std::unique_ptr<Client> client_;
+};
+
+struct Command {
+  std::vector<std::string_view> path;  // e.g. {"agent", "register"}
+  std::string_view usage;              // e.g. "NAME (--manifest DIR_OR_FILE | --kind BUILTIN)"
+  std::string_view summary;
+  std::function<int(Context&, const std::vector<std::string>&)> run;
+};
+
+// Every ktctl command, in help order.
+const std::vector<Command>& Commands();
+
+// Runs ktctl with argv (without argv[0]); returns the exit code.
+int RunCli(const std::vector<std::string>& args);
+
+// Command groups registered by their own files.
+void AddDaemonCommands(std::vector<Command>& commands);
+void AddAgentCommands(std::vector<Command>& commands);
+void AddManifestCommands(std::vector<Command>& commands);
+
+}  // namespace ktesio::cli

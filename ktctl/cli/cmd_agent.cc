@@ -1,0 +1,333 @@
+// ktctl agent ...: the registry and the lifecycle.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "cli/app.h"
+#include "cli/exit_codes.h"
+#include "cli/output.h"
+#include "cli/render.h"
+
+namespace ktesio::cli {
+namespace {
+
+std::string AbsolutePath(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) != nullptr) {
+    return resolved;
+  }
+  return path;
+}
+
+int Register(Context& ctx, const std::vector<std::string>& args) {
+  constexpr std::string_view kUsage =
+      "agent register NAME (--manifest DIR_OR_FILE | --kind BUILTIN)";
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--manifest", "--kind"}, {}, 1, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), kUsage);
+  }
+  std::optional<std::string> manifest = local->Value("--manifest");
+  std::optional<std::string> kind = local->Value("--kind");
+  if (manifest.has_value() == kind.has_value()) {
+    return ctx.Usage("give exactly one of --manifest or --kind", kUsage);
+  }
+  v1::RegisterAgentRequest request;
+  request.set_name(local->positionals[0]);
+  if (kind.has_value()) {
+    request.set_builtin_kind(*kind);
+  } else {
+    std::string path = *manifest;
+    struct stat st {};
+    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      path = absl::StrCat(path, path.back() == '/' ? "" : "/", "adapter.toml");
+    }
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      return ReportError(ctx.global.json, "MANIFEST_NOT_FOUND",
+                         absl::StrCat("no adapter.toml at ", path), kExitNotFound);
+    }
+    std::ostringstream content;
+    content << file.rdbuf();
+    request.mutable_manifest()->set_path(AbsolutePath(path));
+    request.mutable_manifest()->set_content(content.str());
+    if (content.str().empty()) {
+      return ReportError(ctx.global.json, "MANIFEST_INVALID",
+                         absl::StrCat(path, ": the manifest is empty"), kExitGeneral);
+    }
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::RegisterAgentResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->agents().RegisterAgent(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if (ctx.global.json) {
+    Out(ShowDocument(response.instance()));
+  } else {
+    Out(absl::StrCat("registered ", response.instance().name(), " (kind ",
+                     response.instance().kind(), ")\nhome: ", response.instance().agent_home(),
+                     "\n\n", CapabilityTable(response.instance())));
+  }
+  return kExitOk;
+}
+
+int List(Context& ctx, const std::vector<std::string>& args) {
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 0, 0);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), "agent list");
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::ListAgentsResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->agents().ListAgents(call.get(), v1::ListAgentsRequest(), &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  Out(ctx.global.json ? ListDocument(response) : ListTable(response));
+  return kExitOk;
+}
+
+int Show(Context& ctx, const std::vector<std::string>& args) {
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), "agent show NAME");
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::GetAgentRequest request;
+  request.set_name(local->positionals[0]);
+  v1::GetAgentResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->agents().GetAgent(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  Out(ctx.global.json ? ShowDocument(response.instance()) : ShowText(response.instance()));
+  return kExitOk;
+}
+
+int Remove(Context& ctx, const std::vector<std::string>& args) {
+  constexpr std::string_view kUsage = "agent remove NAME [--retain|--delete] [--force]";
+  absl::StatusOr<LocalArgs> local =
+      ParseLocal(args, {}, {"--retain", "--delete", "--force"}, 1, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), kUsage);
+  }
+  if (local->Has("--retain") && local->Has("--delete")) {
+    return ctx.Usage("--retain and --delete exclude each other", kUsage);
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::RemoveAgentRequest request;
+  request.set_name(local->positionals[0]);
+  request.set_delete_home(local->Has("--delete"));
+  request.set_force(local->Has("--force"));
+  v1::RemoveAgentResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->agents().RemoveAgent(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("instance").String(response.name());
+    json.Key("agent_home").String(response.agent_home());
+    json.Key("home_deleted").Bool(response.home_deleted()).EndObject();
+    Out(json.Take() + "\n");
+  } else {
+    Out(absl::StrCat("removed ", response.name(), "; home ",
+                     response.home_deleted() ? "deleted: " : "retained: ", response.agent_home(),
+                     "\n"));
+  }
+  return kExitOk;
+}
+
+void PrintNotices(const google::protobuf::RepeatedPtrField<std::string>& notices) {
+  for (const std::string& notice : notices) {
+    Err(absl::StrCat("ktctl: note: ", notice));
+  }
+}
+
+int ReportInstance(Context& ctx, const v1::AgentInstance& instance) {
+  if (ctx.global.json) {
+    Out(ShowDocument(instance));
+  } else {
+    Out(absl::StrCat(instance.name(), ": ", StateName(instance.state()),
+                     instance.cause().empty() ? "" : absl::StrCat(" (", instance.cause(), ")"),
+                     "\n"));
+  }
+  // A start that ended in `failed` is a launch failure (exit 1), even though the call succeeded.
+  return instance.state() == v1::AGENT_STATE_FAILED ? kExitGeneral : kExitOk;
+}
+
+// start / pause / resume: NAME only.
+template <typename Request, typename Response>
+int Lifecycle(Context& ctx, const std::vector<std::string>& args, std::string_view verb,
+              grpc::Status (v1::AgentService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                           Response*)) {
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), absl::StrCat("agent ", std::string(verb), " NAME"));
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  Request request;
+  request.set_name(local->positionals[0]);
+  Response response;
+  auto call = client->NewContext();
+  grpc::Status status = (client->agents().*rpc)(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  PrintNotices(response.notices());
+  return ReportInstance(ctx, response.instance());
+}
+
+// stop / restart: NAME [--timeout SECS] (the graceful window before SIGKILL).
+template <typename Request, typename Response>
+int Stopping(Context& ctx, const std::vector<std::string>& args, std::string_view verb,
+             grpc::Status (v1::AgentService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                          Response*)) {
+  const std::string usage = absl::StrCat("agent ", std::string(verb), " NAME [--timeout SECS]");
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--timeout"}, {}, 1, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), usage);
+  }
+  Request request;
+  request.set_name(local->positionals[0]);
+  uint32_t window = 30;
+  if (std::optional<std::string> timeout = local->Value("--timeout")) {
+    if (!absl::SimpleAtoi(*timeout, &window) || window > 86400) {
+      return ctx.Usage(absl::StrCat("--timeout must be whole seconds 0..86400, got '", *timeout,
+                                    "'"),
+                       usage);
+    }
+    request.set_timeout_seconds(window);
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  Response response;
+  // The call must outlive the stop window plus the 5 s kill confirmation.
+  const double base = ctx.global.timeout_seconds.value_or(30);
+  auto call = client->NewContext(std::chrono::milliseconds(
+      static_cast<int64_t>(std::max(base, static_cast<double>(window) + 15) * 1000)));
+  grpc::Status status = (client->agents().*rpc)(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if constexpr (requires { response.notices(); }) {
+    PrintNotices(response.notices());
+  }
+  return ReportInstance(ctx, response.instance());
+}
+
+int Send(Context& ctx, const std::vector<std::string>& args) {
+  constexpr std::string_view kUsage = "agent send NAME (TEXT | --stdin)";
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {"--stdin"}, 1, 2);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), kUsage);
+  }
+  v1::SendInputRequest request;
+  request.set_name(local->positionals[0]);
+  if (local->Has("--stdin") == (local->positionals.size() == 2)) {
+    return ctx.Usage("give either TEXT or --stdin", kUsage);
+  }
+  if (local->Has("--stdin")) {
+    std::string line;
+    std::getline(std::cin, line);
+    request.set_text(line);
+  } else {
+    request.set_text(local->positionals[1]);
+  }
+  if (request.text().find('\n') != std::string::npos) {
+    return ctx.Usage("TEXT must be one line", kUsage);
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::SendInputResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->agents().SendInput(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("instance").String(request.name());
+    json.Key("bytes_written").Uint(response.bytes_written()).EndObject();
+    Out(json.Take() + "\n");
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddAgentCommands(std::vector<Command>& commands) {
+  using Stub = v1::AgentService::Stub;
+  commands.push_back({{"agent", "register"},
+                      "NAME (--manifest DIR_OR_FILE | --kind BUILTIN)",
+                      "register an Agent Instance from an adapter.toml or a builtin kind",
+                      Register});
+  commands.push_back({{"agent", "list"}, "", "every instance with state, budget, usage", List});
+  commands.push_back({{"agent", "show"}, "NAME", "one instance in detail", Show});
+  commands.push_back({{"agent", "start"}, "NAME", "start; returns once running or failed",
+                      [](Context& c, const std::vector<std::string>& a) {
+                        return Lifecycle(c, a, "start", &Stub::StartAgent);
+                      }});
+  commands.push_back({{"agent", "stop"}, "NAME [--timeout SECS]",
+                      "stop: graceful, then SIGKILL to the whole group after SECS (default 30)",
+                      [](Context& c, const std::vector<std::string>& a) {
+                        return Stopping(c, a, "stop", &Stub::StopAgent);
+                      }});
+  commands.push_back({{"agent", "restart"}, "NAME [--timeout SECS]", "stop then start",
+                      [](Context& c, const std::vector<std::string>& a) {
+                        return Stopping(c, a, "restart", &Stub::RestartAgent);
+                      }});
+  commands.push_back({{"agent", "pause"}, "NAME", "freeze per the declared pause capability",
+                      [](Context& c, const std::vector<std::string>& a) {
+                        return Lifecycle(c, a, "pause", &Stub::PauseAgent);
+                      }});
+  commands.push_back({{"agent", "resume"}, "NAME", "resume a paused instance",
+                      [](Context& c, const std::vector<std::string>& a) {
+                        return Lifecycle(c, a, "resume", &Stub::ResumeAgent);
+                      }});
+  commands.push_back(
+      {{"agent", "send"}, "NAME (TEXT | --stdin)", "write one line to the agent's stdin", Send});
+  commands.push_back({{"agent", "remove"},
+                      "NAME [--retain|--delete] [--force]",
+                      "unregister; retain (default) or delete the Agent Home",
+                      Remove});
+}
+
+}  // namespace ktesio::cli

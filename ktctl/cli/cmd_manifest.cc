@@ -1,0 +1,65 @@
+// ktctl manifest lint: offline validation through the same library the daemon uses.
+
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "absl/strings/str_cat.h"
+#include "cli/app.h"
+#include "cli/exit_codes.h"
+#include "cli/output.h"
+#include "ktesio/contract/error.h"
+#include "ktesio/contract/json_writer.h"
+#include "ktesio/contract/manifest.h"
+
+namespace ktesio::cli {
+namespace {
+
+int Lint(Context& ctx, const std::vector<std::string>& args) {
+  constexpr std::string_view kUsage = "manifest lint DIR_OR_FILE";
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), kUsage);
+  }
+  std::string path = local->positionals[0];
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    path = absl::StrCat(path, path.back() == '/' ? "" : "/", "adapter.toml");
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return ReportError(ctx.global.json, "MANIFEST_NOT_FOUND",
+                       absl::StrCat("no adapter.toml at ", path), kExitGeneral);
+  }
+  std::ostringstream content;
+  content << file.rdbuf();
+  absl::StatusOr<contract::AdapterDeclaration> declaration =
+      contract::ParseManifest(content.str(), path);
+  if (!declaration.ok()) {
+    std::string reason = contract::ErrorReason(declaration.status());
+    return ReportError(ctx.global.json, reason.empty() ? "MANIFEST_INVALID" : reason,
+                       std::string(declaration.status().message()), kExitGeneral);
+  }
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("path").String(path);
+    json.Key("valid").Bool(true).Key("kind").String(declaration->kind);
+    json.Key("contract_version").String(declaration->contract_version).EndObject();
+    Out(json.Take() + "\n");
+  } else {
+    Out(absl::StrCat(path, ": ok (kind ", declaration->kind, ", contract ",
+                     declaration->contract_version, ")\n"));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddManifestCommands(std::vector<Command>& commands) {
+  commands.push_back({{"manifest", "lint"},
+                      "DIR_OR_FILE",
+                      "validate an adapter.toml offline (exit 0 valid, 1 invalid)",
+                      Lint});
+}
+
+}  // namespace ktesio::cli

@@ -1,0 +1,390 @@
+#include "cli/render.h"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/output.h"
+
+namespace ktesio::cli {
+namespace {
+
+std::string BudgetSummary(const v1::AgentInstance& instance) {
+  if (!instance.has_budget()) {
+    return "—";
+  }
+  const v1::BudgetView& b = instance.budget();
+  std::vector<std::string> parts;
+  if (b.has_per_run_limit()) {
+    parts.push_back(absl::StrCat("run ", b.per_run_remaining(), "/", b.per_run_limit()));
+  }
+  if (b.has_cumulative_limit()) {
+    parts.push_back(absl::StrCat("total ", b.cumulative_remaining(), "/", b.cumulative_limit()));
+  }
+  if (b.has_per_run_cost_cap()) {
+    parts.push_back(absl::StrCat("run ", FormatDollars(b.per_run_dollars_remaining())));
+  }
+  if (b.has_cumulative_cost_cap()) {
+    parts.push_back(absl::StrCat("total ", FormatDollars(b.cumulative_dollars_remaining())));
+  }
+  parts.push_back(BreachActionName(b.breach_action()));
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string UsageSummary(const v1::UsageView& usage) {
+  std::string text = absl::StrCat(usage.cumulative_input_tokens(), " in / ",
+                                  usage.cumulative_output_tokens(), " out");
+  if (usage.has_cumulative_dollars()) {
+    absl::StrAppend(&text, " ", FormatDollars(usage.cumulative_dollars()));
+  }
+  return text;
+}
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) {
+      // Count code points, not bytes, so "—" aligns.
+      size_t width = 0;
+      for (unsigned char c : row[i]) {
+        width += (c & 0xc0) != 0x80 ? 1 : 0;
+      }
+      widths[i] = std::max(widths[i], width);
+    }
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) {
+        size_t width = 0;
+        for (unsigned char c : row[i]) {
+          width += (c & 0xc0) != 0x80 ? 1 : 0;
+        }
+        line.append(widths[i] - width + 2, ' ');
+      }
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string StateName(v1::AgentState state) {
+  switch (state) {
+    case v1::AGENT_STATE_REGISTERED:
+      return "registered";
+    case v1::AGENT_STATE_STARTING:
+      return "starting";
+    case v1::AGENT_STATE_RUNNING:
+      return "running";
+    case v1::AGENT_STATE_PAUSED:
+      return "paused";
+    case v1::AGENT_STATE_STOPPING:
+      return "stopping";
+    case v1::AGENT_STATE_STOPPED:
+      return "stopped";
+    case v1::AGENT_STATE_FAILED:
+      return "failed";
+    default:
+      return "unknown";
+  }
+}
+
+std::string LevelName(v1::SupportLevel level) {
+  switch (level) {
+    case v1::SUPPORT_LEVEL_GUARANTEED:
+      return "guaranteed";
+    case v1::SUPPORT_LEVEL_BEST_EFFORT:
+      return "best-effort";
+    default:
+      return "unsupported";
+  }
+}
+
+std::string RestartPolicyName(v1::RestartPolicy policy) {
+  switch (policy) {
+    case v1::RESTART_POLICY_NEVER:
+      return "never";
+    case v1::RESTART_POLICY_ALWAYS:
+      return "always";
+    default:
+      return "on-failure";
+  }
+}
+
+std::string BreachActionName(v1::BreachAction action) {
+  switch (action) {
+    case v1::BREACH_ACTION_STOP:
+      return "stop";
+    case v1::BREACH_ACTION_WARN:
+      return "warn";
+    default:
+      return "pause";
+  }
+}
+
+std::string MeteringSourceName(v1::MeteringSource source) {
+  return source == v1::METERING_SOURCE_ENGINE_OBSERVED ? "engine-observed" : "self-reported";
+}
+
+std::string FormatDollars(int64_t micros) {
+  // Round half-up to cents for display only; the JSON carries exact micro-dollars.
+  const bool negative = micros < 0;
+  const uint64_t magnitude =
+      negative ? static_cast<uint64_t>(-(micros + 1)) + 1 : static_cast<uint64_t>(micros);
+  const uint64_t cents = (magnitude + 5000) / 10000;
+  return absl::StrFormat("%s$%d.%02d (estimated)", negative ? "-" : "", cents / 100, cents % 100);
+}
+
+void WriteUsageView(contract::JsonWriter& json, const v1::UsageView& usage) {
+  json.BeginObject();
+  json.Key("cumulative_input_tokens").Uint(usage.cumulative_input_tokens());
+  json.Key("cumulative_output_tokens").Uint(usage.cumulative_output_tokens());
+  json.Key("current_run_input_tokens").Uint(usage.current_run_input_tokens());
+  json.Key("current_run_output_tokens").Uint(usage.current_run_output_tokens());
+  if (usage.has_cumulative_dollars()) {
+    json.Key("cumulative_dollars").Int(usage.cumulative_dollars());
+  }
+  if (usage.has_current_run_dollars()) {
+    json.Key("current_run_dollars").Int(usage.current_run_dollars());
+  }
+  if (!usage.estimate_label().empty()) {
+    json.Key("estimate_label").String(usage.estimate_label());
+  }
+  json.Key("unknown_usage_calls").Uint(usage.unknown_usage_calls());
+  json.EndObject();
+}
+
+void WriteBudgetView(contract::JsonWriter& json, const v1::BudgetView& b) {
+  json.BeginObject();
+  if (b.has_per_run_limit()) {
+    json.Key("per_run_limit").Uint(b.per_run_limit());
+  }
+  if (b.has_per_run_remaining()) {
+    json.Key("per_run_remaining").Uint(b.per_run_remaining());
+  }
+  if (b.has_cumulative_limit()) {
+    json.Key("cumulative_limit").Uint(b.cumulative_limit());
+  }
+  if (b.has_cumulative_remaining()) {
+    json.Key("cumulative_remaining").Uint(b.cumulative_remaining());
+  }
+  if (b.has_per_run_cost_cap()) {
+    json.Key("per_run_cost_cap").Int(b.per_run_cost_cap());
+  }
+  if (b.has_per_run_dollars_remaining()) {
+    json.Key("per_run_dollars_remaining").Int(b.per_run_dollars_remaining());
+  }
+  if (b.has_cumulative_cost_cap()) {
+    json.Key("cumulative_cost_cap").Int(b.cumulative_cost_cap());
+  }
+  if (b.has_cumulative_dollars_remaining()) {
+    json.Key("cumulative_dollars_remaining").Int(b.cumulative_dollars_remaining());
+  }
+  if (!b.estimate_label().empty()) {
+    json.Key("estimate_label").String(b.estimate_label());
+  }
+  json.Key("breach_action").String(BreachActionName(b.breach_action()));
+  json.EndObject();
+}
+
+void WriteFleetTotals(contract::JsonWriter& json, const v1::FleetTotals& totals) {
+  json.BeginObject();
+  json.Key("total_input_tokens").Uint(totals.total_input_tokens());
+  json.Key("total_output_tokens").Uint(totals.total_output_tokens());
+  if (totals.has_total_dollars()) {
+    json.Key("total_dollars").Int(totals.total_dollars());
+  }
+  json.Key("dollars_partial").Bool(totals.dollars_partial());
+  json.Key("unpriced_count").Uint(totals.unpriced_count());
+  if (!totals.estimate_label().empty()) {
+    json.Key("estimate_label").String(totals.estimate_label());
+  }
+  json.EndObject();
+}
+
+void WriteFleetEntry(contract::JsonWriter& json, const v1::AgentInstance& instance) {
+  json.BeginObject();
+  json.Key("name").String(instance.name());
+  json.Key("kind").String(instance.kind());
+  json.Key("state").String(StateName(instance.state()));
+  json.Key("restart_count").Uint(instance.restart_count());
+  json.Key("restart_policy").String(RestartPolicyName(instance.restart_policy()));
+  if (!instance.failed_cause().empty()) {
+    json.Key("failed_cause").String(instance.failed_cause());
+  }
+  json.Key("budget");
+  if (instance.has_budget()) {
+    WriteBudgetView(json, instance.budget());
+  } else {
+    json.Null();
+  }
+  json.Key("usage");
+  WriteUsageView(json, instance.usage());
+  json.Key("metering_source").String(MeteringSourceName(instance.metering_source()));
+  json.Key("agent_home").String(instance.agent_home());
+  if (instance.has_pid()) {
+    json.Key("pid").Int(instance.pid());
+  }
+  if (instance.has_started_at_unix_ms()) {
+    json.Key("started_at").String(FormatTime(instance.started_at_unix_ms()));
+  }
+  if (!instance.proxy_url().empty()) {
+    json.Key("proxy_url").String(instance.proxy_url());
+  }
+  if (instance.has_memory() && instance.memory().kind() != v1::MEMORY_KIND_UNSPECIFIED) {
+    const v1::MemoryBacking& m = instance.memory();
+    json.Key("memory").BeginObject();
+    json.Key("kind").String(m.kind() == v1::MEMORY_KIND_FILESYSTEM ? "filesystem" : "native");
+    json.Key("guarantee")
+        .String(m.guarantee() == v1::MEMORY_GUARANTEE_MANAGED_DIR_BYTE_DURABLE
+                    ? "managed_dir_byte_durable"
+                    : "home_persistence_only");
+    if (!m.dir().empty()) {
+      json.Key("dir").String(m.dir());
+    }
+    json.Key("declared").Bool(m.declared());
+    json.EndObject();
+  }
+  json.EndObject();
+}
+
+std::string ListDocument(const v1::ListAgentsResponse& response) {
+  contract::JsonWriter json;
+  json.BeginObject().Key("schema_version").Int(2).Key("totals");
+  WriteFleetTotals(json, response.totals());
+  json.Key("instances").BeginArray();
+  for (const v1::AgentInstance& instance : response.instances()) {
+    WriteFleetEntry(json, instance);
+  }
+  json.EndArray().EndObject();
+  return json.Take() + "\n";
+}
+
+std::string ShowDocument(const v1::AgentInstance& instance) {
+  contract::JsonWriter json;
+  json.BeginObject().Key("schema_version").Int(2).Key("instance");
+  WriteFleetEntry(json, instance);
+  json.EndObject();
+  return json.Take() + "\n";
+}
+
+std::string StatusDocument(const v1::GetStatusResponse& status) {
+  contract::JsonWriter json;
+  json.BeginObject().Key("schema_version").Int(1);
+  json.Key("daemon_version").String(status.version().daemon_version());
+  json.Key("api_version").String(status.version().api_version());
+  json.Key("contract_version").String(status.version().contract_version());
+  json.Key("pid").Uint(status.pid());
+  json.Key("started_at").String(FormatTime(status.started_at_unix_ms()));
+  json.Key("uptime_ms").Int(status.uptime_ms());
+  json.Key("state_dir").String(status.state_dir());
+  json.Key("socket").String(status.socket_path());
+  json.Key("mode").String(status.system_mode() ? "system" : "user");
+  json.Key("os").String(status.os());
+  json.Key("instances").BeginObject().Key("total").Uint(status.instances_total());
+  json.Key("by_state").BeginObject();
+  std::map<std::string, uint32_t> by_state(status.instances_by_state().begin(),
+                                           status.instances_by_state().end());
+  for (const auto& [state, count] : by_state) {
+    json.Key(state).Uint(count);
+  }
+  json.EndObject().EndObject().EndObject();
+  return json.Take() + "\n";
+}
+
+std::string ListTable(const v1::ListAgentsResponse& response) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "KIND", "STATE", "RESTARTS", "BUDGET", "USAGE", "HOME"}};
+  for (const v1::AgentInstance& i : response.instances()) {
+    rows.push_back({i.name(), i.kind(), StateName(i.state()), absl::StrCat(i.restart_count()),
+                    BudgetSummary(i), UsageSummary(i.usage()), i.agent_home()});
+  }
+  std::string out = Table(rows);
+  const v1::FleetTotals& t = response.totals();
+  absl::StrAppend(&out, "Fleet: ", response.instances_size(), " instance",
+                  response.instances_size() == 1 ? "" : "s", ", ", t.total_input_tokens(),
+                  " input / ", t.total_output_tokens(), " output tokens");
+  if (t.has_total_dollars()) {
+    absl::StrAppend(&out, ", ", FormatDollars(t.total_dollars()),
+                    t.dollars_partial() ? absl::StrCat(" (", t.unpriced_count(), " unpriced)")
+                                        : "");
+  }
+  out += "\n";
+  return out;
+}
+
+std::string CapabilityTable(const v1::AgentInstance& instance) {
+  const v1::CapabilityDeclaration& caps = instance.capabilities();
+  const std::string os = instance.projected().os();
+  auto row = [&](const char* name, const v1::CapabilityLevels& levels, v1::SupportLevel here) {
+    return std::vector<std::string>{name, LevelName(levels.on_linux()), LevelName(levels.on_macos()),
+                                    LevelName(levels.on_windows()), LevelName(here)};
+  };
+  return Table({{"CAPABILITY", "LINUX", "MACOS", "WINDOWS", absl::StrCat("HERE (", os, ")")},
+                row("pause", caps.pause(), instance.projected().pause()),
+                row("interaction", caps.interaction(), instance.projected().interaction())});
+}
+
+std::string ShowText(const v1::AgentInstance& i) {
+  std::string out;
+  absl::StrAppend(&out, "name:            ", i.name(), "\n");
+  absl::StrAppend(&out, "kind:            ", i.kind(), "\n");
+  absl::StrAppend(&out, "state:           ", StateName(i.state()),
+                  i.cause().empty() ? "" : absl::StrCat(" (", i.cause(), ")"), "\n");
+  if (i.has_pid()) {
+    absl::StrAppend(&out, "pid:             ", i.pid(), "\n");
+  }
+  if (i.has_started_at_unix_ms()) {
+    absl::StrAppend(&out, "started:         ", FormatTime(i.started_at_unix_ms()), "\n");
+  }
+  absl::StrAppend(&out, "restart policy:  ", RestartPolicyName(i.restart_policy()),
+                  " (restarts: ", i.restart_count(), ")\n");
+  absl::StrAppend(&out, "metering:        ", MeteringSourceName(i.metering_source()), "\n");
+  if (!i.proxy_url().empty()) {
+    absl::StrAppend(&out, "proxy:           ", i.proxy_url(), "\n");
+  }
+  absl::StrAppend(&out, "usage:           ", UsageSummary(i.usage()), " (current run ",
+                  i.usage().current_run_input_tokens(), " in / ",
+                  i.usage().current_run_output_tokens(), " out)\n");
+  absl::StrAppend(&out, "budget:          ", BudgetSummary(i), "\n");
+  absl::StrAppend(&out, "memory:          ",
+                  i.memory().kind() == v1::MEMORY_KIND_FILESYSTEM ? "filesystem"
+                  : i.memory().kind() == v1::MEMORY_KIND_NATIVE   ? "native"
+                                                                  : "—",
+                  "\n");
+  absl::StrAppend(&out, "home:            ", i.agent_home(), "\n\n");
+  out += CapabilityTable(i);
+  return out;
+}
+
+std::string StatusText(const v1::GetStatusResponse& s) {
+  std::string out;
+  absl::StrAppend(&out, "ktesiod ", s.version().daemon_version(), " (api ",
+                  s.version().api_version(), ", contract ", s.version().contract_version(),
+                  ")\n");
+  absl::StrAppend(&out, "pid:        ", s.pid(), "\n");
+  absl::StrAppend(&out, "uptime:     ", s.uptime_ms() / 1000, " s (since ",
+                  FormatTime(s.started_at_unix_ms()), ")\n");
+  absl::StrAppend(&out, "mode:       ", s.system_mode() ? "system" : "user", "\n");
+  absl::StrAppend(&out, "state dir:  ", s.state_dir(), "\n");
+  absl::StrAppend(&out, "socket:     ", s.socket_path(), "\n");
+  std::map<std::string, uint32_t> by_state(s.instances_by_state().begin(),
+                                           s.instances_by_state().end());
+  std::vector<std::string> parts;
+  for (const auto& [state, count] : by_state) {
+    parts.push_back(absl::StrCat(count, " ", state));
+  }
+  absl::StrAppend(&out, "instances:  ", s.instances_total(),
+                  parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")"), "\n");
+  return out;
+}
+
+}  // namespace ktesio::cli

@@ -1,0 +1,41 @@
+#pragma once
+
+// Rendering API messages as the frozen JSON documents (product.md §3, docs/json.md) and as
+// human tables. Key sets are frozen: add keys only, never rename or remove.
+
+#include <string>
+
+#include "ktesio/contract/json_writer.h"
+#include "ktesio/v1/agent.pb.h"
+#include "ktesio/v1/system.pb.h"
+
+namespace ktesio::cli {
+
+std::string StateName(v1::AgentState state);
+std::string LevelName(v1::SupportLevel level);
+std::string RestartPolicyName(v1::RestartPolicy policy);
+std::string BreachActionName(v1::BreachAction action);
+std::string MeteringSourceName(v1::MeteringSource source);
+
+void WriteUsageView(contract::JsonWriter& json, const v1::UsageView& usage);
+void WriteBudgetView(contract::JsonWriter& json, const v1::BudgetView& budget);
+void WriteFleetTotals(contract::JsonWriter& json, const v1::FleetTotals& totals);
+void WriteFleetEntry(contract::JsonWriter& json, const v1::AgentInstance& instance);
+
+// {"schema_version":2,"totals":...,"instances":[...]}
+std::string ListDocument(const v1::ListAgentsResponse& response);
+// {"schema_version":2,"instance":FleetEntry}
+std::string ShowDocument(const v1::AgentInstance& instance);
+// {"schema_version":1,"daemon_version",...}
+std::string StatusDocument(const v1::GetStatusResponse& status);
+
+std::string ListTable(const v1::ListAgentsResponse& response);
+std::string ShowText(const v1::AgentInstance& instance);
+std::string StatusText(const v1::GetStatusResponse& status);
+// The per-OS capability table of a declaration, with the current OS marked.
+std::string CapabilityTable(const v1::AgentInstance& instance);
+
+// "$X.XX (estimated)" from micro-dollars.
+std::string FormatDollars(int64_t micros);
+
+}  // namespace ktesio::cli

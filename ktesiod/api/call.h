@@ -1,0 +1,70 @@
+#pragma once
+
+// The plumbing every RPC handler shares: peer authorization, posting the work to the engine's
+// owner thread, the audit line for mutating calls, and the absl::Status -> grpc::Status mapping
+// with the stable reason in the error details and the `ktesio-reason` trailer.
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "engine/engine.h"
+#include "grpcpp/grpcpp.h"
+#include "ktesio/contract/error.h"
+#include "server/listener.h"
+#include "spdlog/logger.h"
+
+namespace ktesio::daemon::api {
+
+struct ApiContext {
+  engine::Engine* engine = nullptr;
+  server::PeerTable* peers = nullptr;
+  server::AccessPolicy policy;
+  std::shared_ptr<spdlog::logger> logger;
+};
+
+// Maps a status to gRPC: same code (the numbering is shared), message, and the serialized
+// ktesio.v1.ErrorDetail as binary error details.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Authorizes the caller. Returns the peer's uid, or an error status to answer with.
+absl::StatusOr<uid_t> Authorize(const ApiContext& api, grpc::CallbackServerContext* ctx);
+
+// Adds the reason trailer (when any) and finishes `reactor` with `status`.
+void Finish(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
+            const absl::Status& status);
+
+// Handles a unary RPC on the engine thread: authorize, run `fn(request, response)` there, log an
+// audit line for mutating calls, finish. `fn` returns absl::Status.
+template <typename Request, typename Response, typename Fn>
+grpc::ServerUnaryReactor* RunUnary(ApiContext& api, grpc::CallbackServerContext* ctx,
+                                   const Request* request, Response* response,
+                                   std::string_view rpc, bool mutating, Fn fn) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<uid_t> uid = Authorize(api, ctx);
+  if (!uid.ok()) {
+    Finish(ctx, reactor, uid.status());
+    return reactor;
+  }
+  api.engine->Post([&api, ctx, reactor, request, response, rpc, mutating, uid = *uid,
+                    fn = std::move(fn)]() mutable {
+    absl::Status status = fn(*request, response);
+    if (mutating) {
+      std::string instance;
+      if constexpr (requires { request->name(); }) {
+        instance = request->name();
+      }
+      api.logger->info("audit uid={} rpc={} instance={} result={}", uid, rpc, instance,
+                       status.ok() ? "ok" : contract::ErrorReason(status));
+    }
+    Finish(ctx, reactor, status);
+  });
+  return reactor;
+}
+
+// Answers UNIMPLEMENTED naming the capability this build does not have yet.
+grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* ctx, std::string_view what);
+
+}  // namespace ktesio::daemon::api

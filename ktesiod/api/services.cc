@@ -1,0 +1,209 @@
+#include "api/services.h"
+
+#include "ktesio/contract/declaration.h"
+#include "ktesio/contract/error.h"
+#include "ktesio/v1/version.h"
+
+namespace ktesio::daemon::api {
+namespace {
+
+namespace reason = contract::reason;
+
+// A server stream that ends at once with `status` (used for RPCs this build lacks).
+template <typename T>
+class FinishedStream final : public grpc::ServerWriteReactor<T> {
+ public:
+  explicit FinishedStream(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+template <typename T>
+grpc::ServerWriteReactor<T>* UnimplementedStream(std::string_view what) {
+  return new FinishedStream<T>(
+      contract::MakeError(absl::StatusCode::kUnimplemented, reason::kUnimplemented,
+                          std::string(what) + " is not implemented in this ktesiod build"));
+}
+
+}  // namespace
+
+// --- SystemService ---
+
+grpc::ServerUnaryReactor* SystemServiceImpl::GetVersion(grpc::CallbackServerContext* ctx,
+                                                        const v1::GetVersionRequest* request,
+                                                        v1::GetVersionResponse* response) {
+  // Answered inline: constant data, and it must work even for callers that fail authorization
+  // so that clients can report an API mismatch before anything else.
+  (void)request;
+  response->set_daemon_version(std::string(v1::kKtesioVersion));
+  response->set_api_version(std::string(v1::kApiVersion));
+  response->set_api_major(v1::kApiMajor);
+  response->set_contract_version(std::string(contract::kContractVersion));
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SystemServiceImpl::GetStatus(grpc::CallbackServerContext* ctx,
+                                                       const v1::GetStatusRequest* request,
+                                                       v1::GetStatusResponse* response) {
+  return RunUnary(api_, ctx, request, response, "GetStatus", false,
+                  [this](const v1::GetStatusRequest&, v1::GetStatusResponse* out) {
+                    return api_.engine->GetStatus(out);
+                  });
+}
+
+// --- AgentService ---
+
+grpc::ServerUnaryReactor* AgentServiceImpl::RegisterAgent(grpc::CallbackServerContext* ctx,
+                                                          const v1::RegisterAgentRequest* request,
+                                                          v1::RegisterAgentResponse* response) {
+  return RunUnary(api_, ctx, request, response, "RegisterAgent", true,
+                  [this](const v1::RegisterAgentRequest& in, v1::RegisterAgentResponse* out) {
+                    return api_.engine->RegisterAgent(in, out);
+                  });
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::ListAgents(grpc::CallbackServerContext* ctx,
+                                                       const v1::ListAgentsRequest* request,
+                                                       v1::ListAgentsResponse* response) {
+  return RunUnary(api_, ctx, request, response, "ListAgents", false,
+                  [this](const v1::ListAgentsRequest&, v1::ListAgentsResponse* out) {
+                    return api_.engine->ListAgents(out);
+                  });
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::GetAgent(grpc::CallbackServerContext* ctx,
+                                                     const v1::GetAgentRequest* request,
+                                                     v1::GetAgentResponse* response) {
+  return RunUnary(api_, ctx, request, response, "GetAgent", false,
+                  [this](const v1::GetAgentRequest& in, v1::GetAgentResponse* out) {
+                    return api_.engine->GetAgent(in, out);
+                  });
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::RemoveAgent(grpc::CallbackServerContext* ctx,
+                                                        const v1::RemoveAgentRequest* request,
+                                                        v1::RemoveAgentResponse* response) {
+  return RunUnary(api_, ctx, request, response, "RemoveAgent", true,
+                  [this](const v1::RemoveAgentRequest& in, v1::RemoveAgentResponse* out) {
+                    return api_.engine->RemoveAgent(in, out);
+                  });
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::StartAgent(grpc::CallbackServerContext* ctx,
+                                                       const v1::StartAgentRequest*,
+                                                       v1::StartAgentResponse*) {
+  return Unimplemented(ctx, "StartAgent (lifecycle supervision)");
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::StopAgent(grpc::CallbackServerContext* ctx,
+                                                      const v1::StopAgentRequest*,
+                                                      v1::StopAgentResponse*) {
+  return Unimplemented(ctx, "StopAgent (lifecycle supervision)");
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::RestartAgent(grpc::CallbackServerContext* ctx,
+                                                         const v1::RestartAgentRequest*,
+                                                         v1::RestartAgentResponse*) {
+  return Unimplemented(ctx, "RestartAgent (lifecycle supervision)");
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::PauseAgent(grpc::CallbackServerContext* ctx,
+                                                       const v1::PauseAgentRequest*,
+                                                       v1::PauseAgentResponse*) {
+  return Unimplemented(ctx, "PauseAgent (lifecycle supervision)");
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::ResumeAgent(grpc::CallbackServerContext* ctx,
+                                                        const v1::ResumeAgentRequest*,
+                                                        v1::ResumeAgentResponse*) {
+  return Unimplemented(ctx, "ResumeAgent (lifecycle supervision)");
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::SendInput(grpc::CallbackServerContext* ctx,
+                                                      const v1::SendInputRequest*,
+                                                      v1::SendInputResponse*) {
+  return Unimplemented(ctx, "SendInput (agent stdin channel)");
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::GetUsage(grpc::CallbackServerContext* ctx,
+                                                     const v1::GetUsageRequest*,
+                                                     v1::GetUsageResponse*) {
+  return Unimplemented(ctx, "GetUsage (metering ledger)");
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::AttachMemory(grpc::CallbackServerContext* ctx,
+                                                         const v1::AttachMemoryRequest*,
+                                                         v1::AttachMemoryResponse*) {
+  return Unimplemented(ctx, "AttachMemory (memory backings)");
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::DetachMemory(grpc::CallbackServerContext* ctx,
+                                                         const v1::DetachMemoryRequest*,
+                                                         v1::DetachMemoryResponse*) {
+  return Unimplemented(ctx, "DetachMemory (memory backings)");
+}
+
+// --- LogService ---
+
+grpc::ServerUnaryReactor* LogServiceImpl::ReadLogs(grpc::CallbackServerContext* ctx,
+                                                   const v1::ReadLogsRequest*,
+                                                   v1::ReadLogsResponse*) {
+  (void)api_;
+  return Unimplemented(ctx, "ReadLogs (log capture)");
+}
+
+grpc::ServerWriteReactor<v1::FollowLogsResponse>* LogServiceImpl::FollowLogs(
+    grpc::CallbackServerContext*, const v1::FollowLogsRequest*) {
+  return UnimplementedStream<v1::FollowLogsResponse>("FollowLogs (log capture)");
+}
+
+// --- ConfigService / SecretService ---
+
+grpc::ServerUnaryReactor* ConfigServiceImpl::SetConfig(grpc::CallbackServerContext* ctx,
+                                                       const v1::SetConfigRequest*,
+                                                       v1::SetConfigResponse*) {
+  (void)api_;
+  return Unimplemented(ctx, "SetConfig (layered configuration)");
+}
+
+grpc::ServerUnaryReactor* ConfigServiceImpl::GetConfig(grpc::CallbackServerContext* ctx,
+                                                       const v1::GetConfigRequest*,
+                                                       v1::GetConfigResponse*) {
+  return Unimplemented(ctx, "GetConfig (layered configuration)");
+}
+
+grpc::ServerUnaryReactor* ConfigServiceImpl::UnsetConfig(grpc::CallbackServerContext* ctx,
+                                                         const v1::UnsetConfigRequest*,
+                                                         v1::UnsetConfigResponse*) {
+  return Unimplemented(ctx, "UnsetConfig (layered configuration)");
+}
+
+grpc::ServerUnaryReactor* SecretServiceImpl::SetSecret(grpc::CallbackServerContext* ctx,
+                                                       const v1::SetSecretRequest*,
+                                                       v1::SetSecretResponse*) {
+  (void)api_;
+  return Unimplemented(ctx, "SetSecret (secrets store)");
+}
+
+grpc::ServerUnaryReactor* SecretServiceImpl::ListSecrets(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListSecretsRequest*,
+                                                         v1::ListSecretsResponse*) {
+  return Unimplemented(ctx, "ListSecrets (secrets store)");
+}
+
+grpc::ServerUnaryReactor* SecretServiceImpl::RemoveSecret(grpc::CallbackServerContext* ctx,
+                                                          const v1::RemoveSecretRequest*,
+                                                          v1::RemoveSecretResponse*) {
+  return Unimplemented(ctx, "RemoveSecret (secrets store)");
+}
+
+// --- EventService ---
+
+grpc::ServerWriteReactor<v1::SubscribeEventsResponse>* EventServiceImpl::SubscribeEvents(
+    grpc::CallbackServerContext*, const v1::SubscribeEventsRequest*) {
+  (void)api_;
+  return UnimplementedStream<v1::SubscribeEventsResponse>("SubscribeEvents (event stream)");
+}
+
+}  // namespace ktesio::daemon::api

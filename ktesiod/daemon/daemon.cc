@@ -1,0 +1,175 @@
+#include "daemon/daemon.h"
+
+#include <grp.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "api/services.h"
+#include "engine/engine.h"
+#include "fs/fs.h"
+#include "grpc/support/log.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "ktesio/contract/declaration.h"
+#include "ktesio/v1/version.h"
+#include "server/instance_lock.h"
+#include "server/listener.h"
+#include "server/notify.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace ktesio::daemon {
+namespace {
+
+std::shared_ptr<spdlog::logger> MakeLogger(const std::string& name, const std::string& level) {
+  static auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  auto logger = std::make_shared<spdlog::logger>(name, sink);
+  logger->set_level(spdlog::level::from_str(level));
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l %n: %v", spdlog::pattern_time_type::utc);
+  return logger;
+}
+
+absl::StatusOr<std::optional<gid_t>> ResolveGroup(const DaemonOptions& options) {
+  if (!options.paths.system_mode) {
+    return std::optional<gid_t>();
+  }
+  std::string name = options.socket_group.empty() ? "ktesio" : options.socket_group;
+  group grp{};
+  group* result = nullptr;
+  std::vector<char> buffer(16384);
+  if (getgrnam_r(name.c_str(), &grp, buffer.data(), buffer.size(), &result) != 0 ||
+      result == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "socket group '", name, "' does not exist; create it (packaging/systemd/ktesio.sysusers "
+        "does) or pass --socket-group"));
+  }
+  return std::optional<gid_t>(grp.gr_gid);
+}
+
+}  // namespace
+
+int RunDaemon(const DaemonOptions& flags) {
+  DaemonOptions options = flags;
+  // Everything the daemon creates (state.db, logs, rendered files) is owner-only by default.
+  umask(0077);
+  auto log = MakeLogger("ktesiod", options.log_level);
+  gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
+
+  absl::StatusOr<DaemonPaths> paths = ResolveDaemonPaths(options.paths, ProcessEnvironment());
+  if (!paths.ok()) {
+    log->error("start failed: {}", std::string(paths.status().message()));
+    return 2;
+  }
+  if (absl::Status status =
+          ApplyConfigFile(paths->config_path, !options.paths.config_path.empty(), options);
+      !status.ok()) {
+    log->error("config refused: {}", std::string(status.message()));
+    return 2;
+  }
+  log->set_level(spdlog::level::from_str(options.log_level));
+  absl::StatusOr<std::optional<gid_t>> group = ResolveGroup(options);
+  if (!group.ok()) {
+    log->error("start failed: {}", std::string(group.status().message()));
+    return 1;
+  }
+
+  if (absl::Status status = fs::MakeDirs(paths->state_dir, 0700, true); !status.ok()) {
+    log->error("start failed: {}", std::string(status.message()));
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<server::InstanceLock>> lock =
+      server::InstanceLock::Acquire(paths->state_dir);
+  if (!lock.ok()) {
+    log->error("start refused: {}", std::string(lock.status().message()));
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine = engine::Engine::Create(*paths);
+  if (!engine.ok()) {
+    log->error("start failed: {}", std::string(engine.status().message()));
+    return 1;
+  }
+
+  absl::StatusOr<std::unique_ptr<server::Listener>> listener;
+  if (std::optional<int> inherited = server::InheritedListenFd(); inherited.has_value()) {
+    listener = server::Listener::Adopt(*inherited, paths->socket_path);
+  } else {
+    listener = server::Listener::Bind(paths->socket_path, group->has_value() ? 0660 : 0600,
+                                      *group);
+  }
+  if (!listener.ok()) {
+    log->error("start failed: {}", std::string(listener.status().message()));
+    return 1;
+  }
+
+  // Handle termination signals synchronously on this thread; every other thread inherits the
+  // blocked mask, so delivery is deterministic.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  server::PeerTable peers;
+  api::ApiContext api;
+  api.engine = engine->get();
+  api.peers = &peers;
+  api.policy.owner_uid = geteuid();
+  api.policy.group = *group;
+  api.logger = MakeLogger("api", options.log_level);
+  api::SystemServiceImpl system_service(api);
+  api::AgentServiceImpl agent_service(api);
+  api::LogServiceImpl log_service(api);
+  api::ConfigServiceImpl config_service(api);
+  api::SecretServiceImpl secret_service(api);
+  api::EventServiceImpl event_service(api);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  for (grpc::Service* service :
+       std::initializer_list<grpc::Service*>{&system_service, &agent_service, &log_service,
+                                             &config_service, &secret_service, &event_service}) {
+    builder.RegisterService(service);
+  }
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    log->error("start failed: cannot start the gRPC server");
+    return 1;
+  }
+  (*engine)->Start();
+  (*listener)->Serve(server.get(), &peers);
+  log->info("ready version={} api={} contract={} pid={} state_dir={} socket={} mode={}",
+            std::string(v1::kKtesioVersion), std::string(v1::kApiVersion),
+            std::string(contract::kContractVersion), getpid(),
+            paths->state_dir, paths->socket_path, paths->system_mode ? "system" : "user");
+  server::NotifyServiceManager("READY=1");
+
+  while (true) {
+    int received = 0;
+    if (sigwait(&signals, &received) != 0) {
+      continue;
+    }
+    if (received == SIGHUP) {
+      log->info("sighup: nothing to reload in this build");
+      continue;
+    }
+    log->info("shutdown signal={}", received == SIGTERM ? "SIGTERM" : "SIGINT");
+    break;
+  }
+  server::NotifyServiceManager("STOPPING=1");
+  (*listener)->Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  (*engine)->Stop();
+  log->info("stopped");
+  return 0;
+}
+
+}  // namespace ktesio::daemon

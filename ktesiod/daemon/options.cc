@@ -1,0 +1,153 @@
+#include "daemon/options.h"
+
+#define TOML_EXCEPTIONS 0
+#include <toml++/toml.h>
+
+#include "absl/strings/str_cat.h"
+#include "fs/fs.h"
+#include "ktesio/contract/error.h"
+
+namespace ktesio::daemon {
+namespace {
+
+namespace reason = contract::reason;
+
+absl::Status Bad(std::string_view message) {
+  return contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
+                             message);
+}
+
+bool ValidLogLevel(std::string_view level) {
+  for (std::string_view known : {"trace", "debug", "info", "warn", "error", "off"}) {
+    if (level == known) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+const char kDaemonUsage[] =
+    "usage: ktesiod [--state-dir DIR] [--socket PATH] [--config FILE] [--system]\n"
+    "               [--socket-group GROUP] [--log-level LEVEL] [--version] [--help]\n"
+    "\n"
+    "Runs the Ktesio daemon in the foreground, logging to stderr.\n"
+    "  --state-dir DIR     state directory (default $XDG_DATA_HOME/ktesio, or /var/lib/ktesio\n"
+    "                      with --system; env KTESIO_STATE_DIR)\n"
+    "  --socket PATH       API socket (default $XDG_RUNTIME_DIR/ktesio/ktesiod.sock, or\n"
+    "                      /run/ktesio/ktesiod.sock with --system; env KTESIO_SOCKET)\n"
+    "  --config FILE       daemon config (default <state>/ktesiod.toml, or\n"
+    "                      /etc/ktesio/ktesiod.toml with --system)\n"
+    "  --system            system-service mode: system paths, socket 0660 with a group\n"
+    "  --socket-group G    group allowed to use the socket in system mode (default ktesio)\n"
+    "  --log-level LEVEL   trace|debug|info|warn|error|off (default info)\n";
+
+absl::StatusOr<DaemonOptions> ParseDaemonFlags(const std::vector<std::string>& args) {
+  DaemonOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::string value;
+    bool has_inline = false;
+    if (size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_inline = true;
+    }
+    auto take = [&]() -> absl::StatusOr<std::string> {
+      if (has_inline) {
+        return value;
+      }
+      if (i + 1 >= args.size()) {
+        return Bad(absl::StrCat("flag ", flag, " needs a value"));
+      }
+      return args[++i];
+    };
+    absl::StatusOr<std::string> taken;
+    if (flag == "--help" || flag == "-h") {
+      options.show_help = true;
+    } else if (flag == "--version") {
+      options.show_version = true;
+    } else if (flag == "--system") {
+      options.paths.system_mode = true;
+    } else if (flag == "--state-dir" || flag == "--socket" || flag == "--config" ||
+               flag == "--log-level" || flag == "--socket-group") {
+      if (!(taken = take()).ok()) {
+        return taken.status();
+      }
+      if (taken->empty()) {
+        return Bad(absl::StrCat("flag ", flag, " needs a non-empty value"));
+      }
+      if (flag == "--state-dir") {
+        options.paths.state_dir = *taken;
+      } else if (flag == "--socket") {
+        options.paths.socket_path = *taken;
+      } else if (flag == "--config") {
+        options.paths.config_path = *taken;
+      } else if (flag == "--socket-group") {
+        options.socket_group = *taken;
+        options.socket_group_from_flag = true;
+      } else {
+        if (!ValidLogLevel(*taken)) {
+          return Bad(absl::StrCat("unknown log level '", *taken,
+                                  "' (trace|debug|info|warn|error|off)"));
+        }
+        options.log_level = *taken;
+        options.log_level_from_flag = true;
+      }
+    } else {
+      return Bad(absl::StrCat("unknown argument '", args[i], "' (see ktesiod --help)"));
+    }
+  }
+  return options;
+}
+
+absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptions& options) {
+  absl::StatusOr<std::string> text = fs::ReadFile(path);
+  if (!text.ok()) {
+    if (text.status().code() == absl::StatusCode::kNotFound && !required) {
+      return absl::OkStatus();
+    }
+    return text.status();
+  }
+  toml::parse_result parsed = toml::parse(*text, path);
+  if (!parsed) {
+    const toml::parse_error& error = parsed.error();
+    return Bad(absl::StrCat(path, ":", error.source().begin.line, ":",
+                            error.source().begin.column, ": ", std::string(error.description())));
+  }
+  const toml::table& table = parsed.table();
+  for (const auto& [key, node] : table) {
+    auto where = [&, &node = node] {
+      return absl::StrCat(path, ":", node.source().begin.line, ":", node.source().begin.column);
+    };
+    std::string_view name = key.str();
+    if (name == "version") {
+      std::optional<int64_t> version = node.value<int64_t>();
+      if (!version || *version != 1) {
+        return Bad(absl::StrCat(where(), ": 'version' must be 1"));
+      }
+    } else if (name == "log_level" || name == "socket_group") {
+      std::optional<std::string> value = node.value<std::string>();
+      if (!value) {
+        return Bad(absl::StrCat(where(), ": '", std::string(name), "' must be a string"));
+      }
+      if (name == "log_level") {
+        if (!ValidLogLevel(*value)) {
+          return Bad(absl::StrCat(where(), ": unknown log level '", *value, "'"));
+        }
+        if (!options.log_level_from_flag) {
+          options.log_level = *value;
+        }
+      } else if (!options.socket_group_from_flag) {
+        options.socket_group = *value;
+      }
+    } else {
+      return Bad(absl::StrCat(where(), ": unknown key '", std::string(name),
+                              "' (known: version, log_level, socket_group)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ktesio::daemon

@@ -1,0 +1,34 @@
+#pragma once
+
+// ktesiod's command line and optional config file (ktesiod.toml).
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "paths/paths.h"
+
+namespace ktesio::daemon {
+
+struct DaemonOptions {
+  PathOverrides paths;
+  std::string log_level = "info";  // trace|debug|info|warn|error|off
+  std::string socket_group;        // system mode: group allowed on the socket ("ktesio")
+  bool show_help = false;
+  bool show_version = false;
+  bool log_level_from_flag = false;
+  bool socket_group_from_flag = false;
+};
+
+// Parses argv (without argv[0]). Errors: INVALID_ARGUMENT naming the bad flag.
+absl::StatusOr<DaemonOptions> ParseDaemonFlags(const std::vector<std::string>& args);
+
+// Applies ktesiod.toml at `path` (schema: docs/operations.md) under the flags, which win.
+// A missing file is fine unless `required`. Errors: INVALID_ARGUMENT with file:line:column for
+// syntax errors, unknown keys or bad values; NOT_FOUND when required and missing.
+absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptions& options);
+
+extern const char kDaemonUsage[];
+
+}  // namespace ktesio::daemon

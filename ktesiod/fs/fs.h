@@ -1,0 +1,36 @@
+#pragma once
+
+// Small filesystem effects with Status errors (reason IO_ERROR).
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace ktesio::daemon::fs {
+
+// Writes `content` to a temp file beside `path`, fsyncs it, renames it over `path` and fsyncs
+// the directory, so readers see the old or the new file, never a torn one.
+// Errors: INTERNAL/IO_ERROR naming the path and errno text.
+absl::Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode);
+
+// Reads a whole file. Errors: NOT_FOUND/IO_ERROR when missing, INTERNAL/IO_ERROR otherwise.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+// Creates `path` (and missing parents) with `mode` on the leaf; an existing directory is
+// accepted and its mode left alone unless `enforce_mode`. Errors: INTERNAL/IO_ERROR.
+absl::Status MakeDirs(const std::string& path, mode_t mode, bool enforce_mode = false);
+
+// Removes a directory tree. Errors: INTERNAL/IO_ERROR.
+absl::Status RemoveTree(const std::string& path);
+
+bool Exists(const std::string& path);
+
+// Checks that `relative` (already lexically confined) stays inside `root` after resolving any
+// symlinks among its existing components. Errors: INVALID_ARGUMENT/CONFIG_INVALID naming the
+// path when a symlink escapes the root.
+absl::Status CheckConfined(const std::string& root, const std::string& relative);
+
+}  // namespace ktesio::daemon::fs

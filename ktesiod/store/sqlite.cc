@@ -1,0 +1,206 @@
+#include "store/sqlite.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "ktesio/contract/error.h"
+
+namespace ktesio::daemon::store {
+
+namespace reason = contract::reason;
+
+absl::Status SqliteError(sqlite3* db, std::string_view what) {
+  const int code = db == nullptr ? SQLITE_ERROR : sqlite3_extended_errcode(db);
+  const char* message = db == nullptr ? "no database" : sqlite3_errmsg(db);
+  const bool constraint = (code & 0xff) == SQLITE_CONSTRAINT;
+  return contract::MakeError(
+      constraint ? absl::StatusCode::kAlreadyExists : absl::StatusCode::kInternal,
+      reason::kStoreError, absl::StrCat("store: ", std::string(what), ": ", message, " (", code, ")"));
+}
+
+Statement::Statement(Statement&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)),
+      stmt_(std::exchange(other.stmt_, nullptr)),
+      bind_error_(other.bind_error_) {}
+
+Statement& Statement::operator=(Statement&& other) noexcept {
+  if (this != &other) {
+    sqlite3_finalize(stmt_);
+    db_ = std::exchange(other.db_, nullptr);
+    stmt_ = std::exchange(other.stmt_, nullptr);
+    bind_error_ = other.bind_error_;
+  }
+  return *this;
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+Statement& Statement::Bind(int index, std::string_view text) {
+  int rc = sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
+                               SQLITE_UTF8);
+  if (rc != SQLITE_OK) {
+    bind_error_ = rc;
+  }
+  return *this;
+}
+
+Statement& Statement::BindBlob(int index, std::string_view bytes) {
+  int rc = sqlite3_bind_blob64(stmt_, index, bytes.data(), bytes.size(), SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK) {
+    bind_error_ = rc;
+  }
+  return *this;
+}
+
+Statement& Statement::Bind(int index, int64_t value) {
+  int rc = sqlite3_bind_int64(stmt_, index, value);
+  if (rc != SQLITE_OK) {
+    bind_error_ = rc;
+  }
+  return *this;
+}
+
+Statement& Statement::BindNull(int index) {
+  int rc = sqlite3_bind_null(stmt_, index);
+  if (rc != SQLITE_OK) {
+    bind_error_ = rc;
+  }
+  return *this;
+}
+
+Statement& Statement::Bind(int index, const std::optional<int64_t>& value) {
+  return value.has_value() ? Bind(index, *value) : BindNull(index);
+}
+
+absl::StatusOr<bool> Statement::Step() {
+  if (bind_error_ != SQLITE_OK) {
+    return contract::MakeError(absl::StatusCode::kInternal, reason::kStoreError,
+                               absl::StrCat("store: bind failed: ", sqlite3_errstr(bind_error_)));
+  }
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) {
+    return true;
+  }
+  if (rc == SQLITE_DONE) {
+    return false;
+  }
+  return SqliteError(db_, sqlite3_sql(stmt_));
+}
+
+absl::Status Statement::Run() {
+  while (true) {
+    absl::StatusOr<bool> row = Step();
+    if (!row.ok()) {
+      return row.status();
+    }
+    if (!*row) {
+      return absl::OkStatus();
+    }
+  }
+}
+
+void Statement::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+  bind_error_ = SQLITE_OK;
+}
+
+int64_t Statement::ColumnInt(int column) const { return sqlite3_column_int64(stmt_, column); }
+
+std::optional<int64_t> Statement::ColumnOptionalInt(int column) const {
+  if (sqlite3_column_type(stmt_, column) == SQLITE_NULL) {
+    return std::nullopt;
+  }
+  return sqlite3_column_int64(stmt_, column);
+}
+
+std::string Statement::ColumnText(int column) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, column);
+  if (text == nullptr) {
+    return "";
+  }
+  return std::string(reinterpret_cast<const char*>(text), sqlite3_column_bytes(stmt_, column));
+}
+
+std::string Statement::ColumnBlob(int column) const {
+  const void* data = sqlite3_column_blob(stmt_, column);
+  if (data == nullptr) {
+    return "";
+  }
+  return std::string(static_cast<const char*>(data), sqlite3_column_bytes(stmt_, column));
+}
+
+absl::StatusOr<Database> Database::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status status = SqliteError(db, absl::StrCat("open ", path));
+    sqlite3_close(db);
+    return status;
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, 5000);
+  return Database(db);
+}
+
+Database::Database(Database&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+
+Database& Database::operator=(Database&& other) noexcept {
+  if (this != &other) {
+    sqlite3_close(db_);
+    db_ = std::exchange(other.db_, nullptr);
+  }
+  return *this;
+}
+
+Database::~Database() { sqlite3_close(db_); }
+
+absl::StatusOr<Statement> Database::Prepare(std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) {
+    return SqliteError(db_, absl::StrCat("prepare ", std::string(sql)));
+  }
+  return Statement(db_, stmt);
+}
+
+absl::Status Database::Exec(std::string_view sql) {
+  std::string copy(sql);
+  char* error = nullptr;
+  int rc = sqlite3_exec(db_, copy.c_str(), nullptr, nullptr, &error);
+  if (rc != SQLITE_OK) {
+    std::string message = error == nullptr ? "unknown error" : error;
+    sqlite3_free(error);
+    return contract::MakeError(absl::StatusCode::kInternal, reason::kStoreError,
+                               absl::StrCat("store: ", message));
+  }
+  return absl::OkStatus();
+}
+
+int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
+
+absl::StatusOr<Transaction> Transaction::Begin(Database& db) {
+  if (absl::Status status = db.Exec("BEGIN IMMEDIATE"); !status.ok()) {
+    return status;
+  }
+  return Transaction(&db);
+}
+
+Transaction::Transaction(Transaction&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+
+Transaction::~Transaction() {
+  if (db_ != nullptr) {
+    db_->Exec("ROLLBACK").IgnoreError();
+  }
+}
+
+absl::Status Transaction::Commit() {
+  absl::Status status = db_->Exec("COMMIT");
+  if (status.ok()) {
+    db_ = nullptr;
+  }
+  return status;
+}
+
+}  // namespace ktesio::daemon::store

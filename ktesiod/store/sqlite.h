@@ -1,0 +1,92 @@
+#pragma once
+
+// A thin RAII layer over the SQLite C API: a connection and prepared statements whose failures
+// come back as absl::Status (reason STORE_ERROR). Not thread-safe; the store owns one connection
+// used from one thread.
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace ktesio::daemon::store {
+
+absl::Status SqliteError(sqlite3* db, std::string_view what);
+
+class Statement {
+ public:
+  Statement() = default;
+  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  Statement(Statement&& other) noexcept;
+  Statement& operator=(Statement&& other) noexcept;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement();
+
+  // Binds are 1-based, as in SQLite.
+  Statement& Bind(int index, std::string_view text);
+  Statement& BindBlob(int index, std::string_view bytes);
+  Statement& Bind(int index, int64_t value);
+  Statement& BindNull(int index);
+  Statement& Bind(int index, const std::optional<int64_t>& value);
+
+  // Steps once. Returns true when a row is available, false when done.
+  // Errors: INTERNAL/STORE_ERROR, ALREADY_EXISTS/STORE_ERROR on a constraint violation.
+  absl::StatusOr<bool> Step();
+  // Steps to completion, discarding rows.
+  absl::Status Run();
+  void Reset();
+
+  int64_t ColumnInt(int column) const;
+  std::optional<int64_t> ColumnOptionalInt(int column) const;
+  std::string ColumnText(int column) const;
+  std::string ColumnBlob(int column) const;
+
+ private:
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* stmt_ = nullptr;
+  int bind_error_ = SQLITE_OK;
+};
+
+class Database {
+ public:
+  // Opens (creating) the database file. Errors: INTERNAL/STORE_ERROR.
+  static absl::StatusOr<Database> Open(const std::string& path);
+
+  Database(Database&& other) noexcept;
+  Database& operator=(Database&& other) noexcept;
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+  ~Database();
+
+  absl::StatusOr<Statement> Prepare(std::string_view sql);
+  absl::Status Exec(std::string_view sql);
+  int64_t LastInsertRowId() const;
+  sqlite3* raw() const { return db_; }
+
+ private:
+  explicit Database(sqlite3* db) : db_(db) {}
+  sqlite3* db_ = nullptr;
+};
+
+// BEGIN IMMEDIATE ... COMMIT, rolled back on destruction unless committed.
+class Transaction {
+ public:
+  static absl::StatusOr<Transaction> Begin(Database& db);
+  Transaction(Transaction&& other) noexcept;
+  Transaction& operator=(Transaction&&) = delete;
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  ~Transaction();
+  absl::Status Commit();
+
+ private:
+  explicit Transaction(Database* db) : db_(db) {}
+  Database* db_ = nullptr;
+};
+
+}  // namespace ktesio::daemon::store

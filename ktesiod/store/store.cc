@@ -1,0 +1,245 @@
+#include "store/store.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "ktesio/contract/error.h"
+
+namespace ktesio::daemon::store {
+namespace {
+
+namespace reason = contract::reason;
+
+// Migration N takes the schema from version N-1 to N. Never edit a shipped entry; append.
+constexpr const char* kMigrations[] = {
+    // 1: instances and the event log.
+    R"sql(
+CREATE TABLE instances (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL,
+  snapshot BLOB NOT NULL,
+  state TEXT NOT NULL,
+  cause TEXT NOT NULL DEFAULT '',
+  state_since_ms INTEGER NOT NULL,
+  restart_count INTEGER NOT NULL DEFAULT 0,
+  registered_at_ms INTEGER NOT NULL,
+  home TEXT NOT NULL,
+  pid INTEGER,
+  pid_start_time INTEGER,
+  started_at_ms INTEGER,
+  current_run INTEGER NOT NULL DEFAULT 0,
+  memory_kind TEXT NOT NULL DEFAULT ''
+) STRICT;
+CREATE TABLE events (
+  cursor INTEGER PRIMARY KEY AUTOINCREMENT,
+  at_ms INTEGER NOT NULL,
+  instance TEXT NOT NULL,
+  type TEXT NOT NULL,
+  payload TEXT NOT NULL
+) STRICT;
+CREATE INDEX events_by_instance ON events(instance, cursor);
+)sql",
+};
+constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
+static_assert(kMigrationCount == kSchemaVersion);
+
+constexpr const char* kInstanceColumns =
+    "id, name, kind, snapshot, state, cause, state_since_ms, restart_count, registered_at_ms, "
+    "home, pid, pid_start_time, started_at_ms, current_run, memory_kind";
+
+InstanceRow ReadInstance(const Statement& stmt) {
+  InstanceRow row;
+  row.id = stmt.ColumnInt(0);
+  row.name = stmt.ColumnText(1);
+  row.kind = stmt.ColumnText(2);
+  row.snapshot = stmt.ColumnBlob(3);
+  row.state = stmt.ColumnText(4);
+  row.cause = stmt.ColumnText(5);
+  row.state_since_ms = stmt.ColumnInt(6);
+  row.restart_count = stmt.ColumnInt(7);
+  row.registered_at_ms = stmt.ColumnInt(8);
+  row.home = stmt.ColumnText(9);
+  row.pid = stmt.ColumnOptionalInt(10);
+  row.pid_start_time = stmt.ColumnOptionalInt(11);
+  row.started_at_ms = stmt.ColumnOptionalInt(12);
+  row.current_run = stmt.ColumnInt(13);
+  row.memory_kind = stmt.ColumnText(14);
+  return row;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  absl::StatusOr<Database> db = Database::Open(path);
+  if (!db.ok()) {
+    return db.status();
+  }
+  std::unique_ptr<Store> store(new Store(std::move(*db)));
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+                             "PRAGMA foreign_keys=ON"}) {
+    if (absl::Status status = store->db_.Exec(pragma); !status.ok()) {
+      return status;
+    }
+  }
+  if (absl::Status status = store->Migrate(); !status.ok()) {
+    return status;
+  }
+  return store;
+}
+
+absl::StatusOr<int> Store::SchemaVersion() {
+  absl::StatusOr<Statement> stmt = db_.Prepare("PRAGMA user_version");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) {
+    return row.status();
+  }
+  return static_cast<int>(stmt->ColumnInt(0));
+}
+
+absl::Status Store::Migrate() {
+  absl::StatusOr<int> version = SchemaVersion();
+  if (!version.ok()) {
+    return version.status();
+  }
+  if (*version > kSchemaVersion) {
+    return contract::MakeError(
+        absl::StatusCode::kFailedPrecondition, reason::kStoreError,
+        absl::StrCat("state.db has schema version ", *version, " but this ktesiod understands up "
+                     "to version ", kSchemaVersion, "; it was written by a newer ktesiod — run "
+                     "that version or restore a backup"));
+  }
+  for (int next = *version + 1; next <= kSchemaVersion; ++next) {
+    absl::Status status = InTransaction([&]() -> absl::Status {
+      if (absl::Status s = db_.Exec(kMigrations[next - 1]); !s.ok()) {
+        return s;
+      }
+      return db_.Exec(absl::StrCat("PRAGMA user_version=", next));
+    });
+    if (!status.ok()) {
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Store::InsertInstance(InstanceRow& row) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      "INSERT INTO instances (name, kind, snapshot, state, cause, state_since_ms, restart_count, "
+      "registered_at_ms, home, pid, pid_start_time, started_at_ms, current_run, memory_kind) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, row.name).Bind(2, row.kind).BindBlob(3, row.snapshot).Bind(4, row.state);
+  stmt->Bind(5, row.cause).Bind(6, row.state_since_ms).Bind(7, row.restart_count);
+  stmt->Bind(8, row.registered_at_ms).Bind(9, row.home).Bind(10, row.pid);
+  stmt->Bind(11, row.pid_start_time).Bind(12, row.started_at_ms).Bind(13, row.current_run);
+  stmt->Bind(14, row.memory_kind);
+  if (absl::Status status = stmt->Run(); !status.ok()) {
+    return status;
+  }
+  row.id = db_.LastInsertRowId();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<InstanceRow>> Store::FindInstance(const std::string& name) {
+  absl::StatusOr<Statement> stmt =
+      db_.Prepare(absl::StrCat("SELECT ", kInstanceColumns, " FROM instances WHERE name = ?1"));
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, name);
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) {
+    return row.status();
+  }
+  if (!*row) {
+    return std::optional<InstanceRow>();
+  }
+  return std::optional<InstanceRow>(ReadInstance(*stmt));
+}
+
+absl::StatusOr<std::vector<InstanceRow>> Store::ListInstances() {
+  absl::StatusOr<Statement> stmt =
+      db_.Prepare(absl::StrCat("SELECT ", kInstanceColumns, " FROM instances ORDER BY name"));
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  std::vector<InstanceRow> rows;
+  while (true) {
+    absl::StatusOr<bool> row = stmt->Step();
+    if (!row.ok()) {
+      return row.status();
+    }
+    if (!*row) {
+      return rows;
+    }
+    rows.push_back(ReadInstance(*stmt));
+  }
+}
+
+absl::Status Store::UpdateInstance(const InstanceRow& row) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      "UPDATE instances SET state = ?2, cause = ?3, state_since_ms = ?4, restart_count = ?5, "
+      "pid = ?6, pid_start_time = ?7, started_at_ms = ?8, current_run = ?9, memory_kind = ?10 "
+      "WHERE id = ?1");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, row.id).Bind(2, row.state).Bind(3, row.cause).Bind(4, row.state_since_ms);
+  stmt->Bind(5, row.restart_count).Bind(6, row.pid).Bind(7, row.pid_start_time);
+  stmt->Bind(8, row.started_at_ms).Bind(9, row.current_run).Bind(10, row.memory_kind);
+  return stmt->Run();
+}
+
+absl::Status Store::DeleteInstance(int64_t id) {
+  absl::StatusOr<Statement> stmt = db_.Prepare("DELETE FROM instances WHERE id = ?1");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, id);
+  return stmt->Run();
+}
+
+absl::StatusOr<int64_t> Store::AppendEvent(const EventRow& event) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      "INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, event.at_ms).Bind(2, event.instance).Bind(3, event.type);
+  stmt->Bind(4, event.payload_json);
+  if (absl::Status status = stmt->Run(); !status.ok()) {
+    return status;
+  }
+  return db_.LastInsertRowId();
+}
+
+absl::StatusOr<std::vector<EventRow>> Store::ReadEvents(int64_t after, const std::string& instance,
+                                                        int64_t limit) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      "SELECT cursor, at_ms, instance, type, payload FROM events "
+      "WHERE cursor > ?1 AND (?2 = '' OR instance = ?2) ORDER BY cursor LIMIT ?3");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, after).Bind(2, instance).Bind(3, limit);
+  std::vector<EventRow> events;
+  while (true) {
+    absl::StatusOr<bool> row = stmt->Step();
+    if (!row.ok()) {
+      return row.status();
+    }
+    if (!*row) {
+      return events;
+    }
+    events.push_back(EventRow{stmt->ColumnInt(0), stmt->ColumnInt(1), stmt->ColumnText(2),
+                              stmt->ColumnText(3), stmt->ColumnText(4)});
+  }
+}
+
+}  // namespace ktesio::daemon::store

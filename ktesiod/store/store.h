@@ -1,0 +1,97 @@
+#pragma once
+
+// The durable state store: one SQLite file (WAL) holding instances, the event log and (later)
+// runs and the usage ledger. The store is the truth: every transition is committed here before
+// it is acted on or reported.
+//
+// Thread-safety: not thread-safe. The engine uses it from its single owner thread.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "store/sqlite.h"
+
+namespace ktesio::daemon::store {
+
+// The schema version this binary writes (PRAGMA user_version).
+inline constexpr int kSchemaVersion = 1;
+
+struct InstanceRow {
+  int64_t id = 0;
+  std::string name;
+  std::string kind;
+  std::string snapshot;  // serialized ktesio.v1.AdapterSnapshot
+  std::string state;     // wire string, e.g. "registered"
+  std::string cause;
+  int64_t state_since_ms = 0;
+  int64_t restart_count = 0;
+  int64_t registered_at_ms = 0;
+  std::string home;
+  std::optional<int64_t> pid;
+  std::optional<int64_t> pid_start_time;
+  std::optional<int64_t> started_at_ms;
+  int64_t current_run = 0;
+  std::string memory_kind;  // "" | "filesystem" | "native"
+};
+
+struct EventRow {
+  int64_t cursor = 0;
+  int64_t at_ms = 0;
+  std::string instance;
+  std::string type;
+  std::string payload_json;
+};
+
+class Store {
+ public:
+  // Opens or creates the store at `path`, applying migrations up to kSchemaVersion.
+  // Errors: FAILED_PRECONDITION/STORE_ERROR when the file was written by a newer binary (both
+  // versions named); INTERNAL/STORE_ERROR on any SQLite failure.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+
+  // The schema version recorded in the file.
+  absl::StatusOr<int> SchemaVersion();
+
+  // Inserts a new instance; sets row.id. Errors: ALREADY_EXISTS/STORE_ERROR on a duplicate name.
+  absl::Status InsertInstance(InstanceRow& row);
+  // Errors: INTERNAL/STORE_ERROR. Returns nullopt when no such instance.
+  absl::StatusOr<std::optional<InstanceRow>> FindInstance(const std::string& name);
+  // Ordered by name.
+  absl::StatusOr<std::vector<InstanceRow>> ListInstances();
+  // Rewrites every mutable column of an existing instance (matched by id).
+  absl::Status UpdateInstance(const InstanceRow& row);
+  absl::Status DeleteInstance(int64_t id);
+
+  // Appends an event and returns its cursor (strictly increasing, never reused).
+  absl::StatusOr<int64_t> AppendEvent(const EventRow& event);
+  // Events with cursor > after, optionally for one instance, at most `limit`.
+  absl::StatusOr<std::vector<EventRow>> ReadEvents(int64_t after, const std::string& instance,
+                                                   int64_t limit);
+
+  // Runs `body` in one IMMEDIATE transaction; rolled back when it returns an error.
+  template <typename Fn>
+  absl::Status InTransaction(Fn&& body) {
+    absl::StatusOr<Transaction> tx = Transaction::Begin(db_);
+    if (!tx.ok()) {
+      return tx.status();
+    }
+    if (absl::Status status = body(); !status.ok()) {
+      return status;
+    }
+    return tx->Commit();
+  }
+
+  Database& db() { return db_; }
+
+ private:
+  explicit Store(Database db) : db_(std::move(db)) {}
+  absl::Status Migrate();
+
+  Database db_;
+};
+
+}  // namespace ktesio::daemon::store

@@ -1,0 +1,180 @@
+#pragma once
+
+// A small streaming JSON writer (header-only) for the documents Ktesio emits: CLI --json output,
+// event payloads, adapter.json and effective-config.json. Numbers are written as JSON numbers
+// (never strings), strings are escaped and forced to valid UTF-8 (invalid bytes become U+FFFD).
+//
+// Not thread-safe; one writer per document.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ktesio::contract {
+
+// Appends `text` to `out` as the body of a JSON string (without quotes).
+inline void AppendJsonEscaped(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '"':
+          out += "\\\"";
+          break;
+        case '\\':
+          out += "\\\\";
+          break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\b':
+          out += "\\b";
+          break;
+        case '\f':
+          out += "\\f";
+          break;
+        default:
+          if (c < 0x20 || c == 0x7f) {
+            out += "\\u00";
+            out += kHex[c >> 4];
+            out += kHex[c & 0xf];
+          } else {
+            out += static_cast<char>(c);
+          }
+      }
+      ++i;
+      continue;
+    }
+    // Multi-byte sequence: validate per RFC 3629 (no overlongs, no surrogates, <= U+10FFFF).
+    size_t len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    }
+    bool valid = len != 0 && i + len <= text.size();
+    for (size_t k = 1; valid && k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xc0) != 0x80) {
+        valid = false;
+      } else {
+        cp = (cp << 6) | (cc & 0x3f);
+      }
+    }
+    if (valid) {
+      valid = !((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+                (len == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff));
+    }
+    if (valid) {
+      out.append(text.substr(i, len));
+      i += len;
+    } else {
+      out += "\xef\xbf\xbd";
+      ++i;
+    }
+  }
+}
+
+class JsonWriter {
+ public:
+  JsonWriter& BeginObject() {
+    Separate();
+    out_ += '{';
+    first_.push_back(true);
+    return *this;
+  }
+  JsonWriter& EndObject() {
+    out_ += '}';
+    first_.pop_back();
+    return *this;
+  }
+  JsonWriter& BeginArray() {
+    Separate();
+    out_ += '[';
+    first_.push_back(true);
+    return *this;
+  }
+  JsonWriter& EndArray() {
+    out_ += ']';
+    first_.pop_back();
+    return *this;
+  }
+  JsonWriter& Key(std::string_view key) {
+    Separate();
+    out_ += '"';
+    AppendJsonEscaped(out_, key);
+    out_ += "\":";
+    after_key_ = true;
+    return *this;
+  }
+  JsonWriter& String(std::string_view value) {
+    Separate();
+    out_ += '"';
+    AppendJsonEscaped(out_, value);
+    out_ += '"';
+    return *this;
+  }
+  JsonWriter& Int(int64_t value) {
+    Separate();
+    out_ += std::to_string(value);
+    return *this;
+  }
+  JsonWriter& Uint(uint64_t value) {
+    Separate();
+    out_ += std::to_string(value);
+    return *this;
+  }
+  JsonWriter& Bool(bool value) {
+    Separate();
+    out_ += value ? "true" : "false";
+    return *this;
+  }
+  JsonWriter& Null() {
+    Separate();
+    out_ += "null";
+    return *this;
+  }
+  // Inserts an already-serialized JSON value verbatim.
+  JsonWriter& Raw(std::string_view json) {
+    Separate();
+    out_ += json;
+    return *this;
+  }
+  const std::string& str() const { return out_; }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Separate() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    if (!first_.empty()) {
+      if (!first_.back()) {
+        out_ += ',';
+      }
+      first_.back() = false;
+    }
+  }
+
+  std::string out_;
+  std::vector<bool> first_;
+  bool after_key_ = false;
+};
+
+}  // namespace ktesio::contract

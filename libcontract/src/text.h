@@ -1,0 +1,81 @@
+#pragma once
+
+// Internal string helpers.
+//
+// Debian's Abseil is built with ABSL_OPTION_USE_STD_STRING_VIEW=0, so absl::string_view is a
+// distinct type that does not convert to or from std::string_view, and absl::StrCat rejects
+// std::string_view arguments. Our public API speaks std::string_view; these helpers bridge.
+
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/string_view.h"
+
+namespace ktesio::contract::internal {
+
+inline absl::string_view ToAbsl(std::string_view s) { return {s.data(), s.size()}; }
+inline std::string_view ToStd(absl::string_view s) { return {s.data(), s.size()}; }
+
+template <typename T>
+void AppendPiece(std::string& out, const T& piece) {
+  if constexpr (std::is_same_v<T, char>) {
+    out += piece;
+  } else if constexpr (std::is_integral_v<T>) {
+    out += std::to_string(piece);
+  } else if constexpr (std::is_same_v<T, absl::string_view>) {
+    out.append(piece.data(), piece.size());
+  } else {
+    out.append(std::string_view(piece));
+  }
+}
+
+// Concatenates strings (std or absl views, std::string, literals) and integers.
+template <typename... Pieces>
+std::string Cat(const Pieces&... pieces) {
+  std::string out;
+  (AppendPiece(out, pieces), ...);
+  return out;
+}
+
+template <typename... Pieces>
+void Append(std::string& out, const Pieces&... pieces) {
+  (AppendPiece(out, pieces), ...);
+}
+
+// Joins a range of string-like elements with `separator`.
+template <typename Range>
+std::string Join(const Range& range, std::string_view separator) {
+  std::string out;
+  bool first = true;
+  for (const auto& element : range) {
+    if (!first) {
+      out.append(separator);
+    }
+    first = false;
+    AppendPiece(out, element);
+  }
+  return out;
+}
+
+// C-style escaping (non-printable bytes as \xNN) for quoting untrusted text in messages.
+inline std::string Escape(std::string_view s) { return absl::CHexEscape(ToAbsl(s)); }
+
+// Splits `text` at every `separator`; "" yields one empty piece, like absl::StrSplit.
+inline std::vector<std::string_view> Split(std::string_view text, char separator) {
+  std::vector<std::string_view> pieces;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find(separator, start);
+    if (end == std::string_view::npos) {
+      pieces.push_back(text.substr(start));
+      return pieces;
+    }
+    pieces.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
+}  // namespace ktesio::contract::internal

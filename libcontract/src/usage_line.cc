@@ -1,0 +1,315 @@
+#include "ktesio/contract/usage_line.h"
+#include "text.h"
+
+#include <array>
+#include <limits>
+#include <optional>
+
+namespace ktesio::contract {
+
+using internal::Cat;
+using internal::Escape;
+namespace {
+
+constexpr std::string_view kFields[] = {"sequence", "input_tokens", "output_tokens"};
+
+bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// A tiny strict parser for the one JSON shape the usage line allows. Each method returns false
+// after setting error_.
+class UsagePayloadParser {
+ public:
+  explicit UsagePayloadParser(std::string_view text) : text_(text) {}
+
+  bool Parse(UsageReport& report) {
+    SkipSpace();
+    if (!Consume('{')) {
+      return Fail("payload must be a JSON object starting with '{'");
+    }
+    std::array<bool, 3> seen = {false, false, false};
+    std::array<std::uint64_t*, 3> slots = {&report.sequence, &report.input_tokens,
+                                           &report.output_tokens};
+    SkipSpace();
+    if (!Consume('}')) {
+      do {
+        SkipSpace();
+        std::string key;
+        if (!ParseString(key)) {
+          return false;
+        }
+        const std::optional<size_t> field = FieldIndex(key);
+        if (!field.has_value()) {
+          return Fail(Cat("unexpected field \"", Shown(key), "\""));
+        }
+        if (seen[*field]) {
+          return Fail(Cat("duplicate field \"", key, "\""));
+        }
+        seen[*field] = true;
+        SkipSpace();
+        if (!Consume(':')) {
+          return Fail(Cat("expected ':' after \"", key, "\""));
+        }
+        SkipSpace();
+        if (!ParseUnsigned(key, *slots[*field])) {
+          return false;
+        }
+        SkipSpace();
+      } while (Consume(','));
+      if (!Consume('}')) {
+        return Fail("expected ',' or '}' in the JSON object");
+      }
+    }
+    for (size_t i = 0; i < seen.size(); ++i) {
+      if (!seen[i]) {
+        return Fail(Cat("missing field \"", kFields[i], "\""));
+      }
+    }
+    SkipSpace();
+    if (pos_ != text_.size()) {
+      return Fail("unexpected characters after the JSON object");
+    }
+    return true;
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  static std::optional<size_t> FieldIndex(std::string_view key) {
+    for (size_t i = 0; i < std::size(kFields); ++i) {
+      if (key == kFields[i]) {
+        return i;
+      }
+    }
+    return std::nullopt;
+  }
+
+  static std::string Shown(std::string_view text) {
+    constexpr size_t kMax = 40;
+    return Cat(Escape(text.substr(0, kMax)), text.size() > kMax ? "..." : "");
+  }
+
+  bool Fail(std::string message) {
+    error_ = std::move(message);
+    return false;
+  }
+  bool AtEnd() const { return pos_ >= text_.size(); }
+  char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
+  void SkipSpace() {
+    while (!AtEnd() && IsJsonSpace(text_[pos_])) {
+      ++pos_;
+    }
+  }
+  bool Consume(char c) {
+    if (!AtEnd() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
+  // A JSON string. Escapes are decoded (so "\u0073equence" names "sequence"); \u escapes become
+  // UTF-8, unpaired surrogates are rejected.
+  bool ParseString(std::string& out) {
+    if (!Consume('"')) {
+      return Fail("expected a field name in double quotes");
+    }
+    while (true) {
+      if (AtEnd()) {
+        return Fail("unterminated string");
+      }
+      const char c = text_[pos_++];
+      if (c == '"') {
+        return true;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) {
+        return Fail("control character in string");
+      }
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (AtEnd()) {
+        return Fail("unterminated string");
+      }
+      const char escape = text_[pos_++];
+      switch (escape) {
+        case '"':
+        case '\\':
+        case '/':
+          out += escape;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u':
+          if (!ParseUnicodeEscape(out)) {
+            return false;
+          }
+          break;
+        default:
+          return Fail("invalid escape in string");
+      }
+    }
+  }
+
+  bool ParseHex4(uint32_t& value) {
+    if (text_.size() - pos_ < 4) {
+      return Fail("truncated \\u escape");
+    }
+    value = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char c = text_[pos_++];
+      value <<= 4;
+      if (c >= '0' && c <= '9') {
+        value |= static_cast<uint32_t>(c - '0');
+      } else if (c >= 'a' && c <= 'f') {
+        value |= static_cast<uint32_t>(c - 'a' + 10);
+      } else if (c >= 'A' && c <= 'F') {
+        value |= static_cast<uint32_t>(c - 'A' + 10);
+      } else {
+        return Fail("invalid \\u escape");
+      }
+    }
+    return true;
+  }
+
+  bool ParseUnicodeEscape(std::string& out) {
+    uint32_t code_point = 0;
+    if (!ParseHex4(code_point)) {
+      return false;
+    }
+    if (code_point >= 0xDC00 && code_point <= 0xDFFF) {
+      return Fail("unpaired surrogate in \\u escape");
+    }
+    if (code_point >= 0xD800 && code_point <= 0xDBFF) {
+      uint32_t low = 0;
+      if (!Consume('\\') || !Consume('u') || !ParseHex4(low) || low < 0xDC00 || low > 0xDFFF) {
+        return Fail("unpaired surrogate in \\u escape");
+      }
+      code_point = 0x10000 + ((code_point - 0xD800) << 10) + (low - 0xDC00);
+    }
+    AppendUtf8(code_point, out);
+    return true;
+  }
+
+  static void AppendUtf8(uint32_t cp, std::string& out) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  // A JSON number restricted to non-negative integers that fit 64 bits; other JSON values get
+  // a message naming what was found instead.
+  bool ParseUnsigned(std::string_view field, std::uint64_t& value) {
+    const std::string prefix = Cat("field \"", field, "\" ");
+    const char c = Peek();
+    if (c == '-') {
+      return Fail(prefix + "must be non-negative");
+    }
+    if (c < '0' || c > '9') {
+      std::string_view found = "an invalid value";
+      if (c == '"') {
+        found = "a string";
+      } else if (c == 'n') {
+        found = "null";
+      } else if (c == 't' || c == 'f') {
+        found = "a boolean";
+      } else if (c == '{' || c == '[') {
+        found = "an object or array";
+      } else if (c == '+' || c == '.') {
+        found = "a malformed number";
+      }
+      return Fail(Cat(prefix, "must be a non-negative integer, found ", found));
+    }
+    const size_t start = pos_;
+    value = 0;
+    bool overflow = false;
+    while (!AtEnd() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      const std::uint64_t digit = static_cast<std::uint64_t>(text_[pos_] - '0');
+      if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) {
+        overflow = true;
+      } else {
+        value = value * 10 + digit;
+      }
+      ++pos_;
+    }
+    if (pos_ - start > 1 && text_[start] == '0') {
+      return Fail(prefix + "has a leading zero");
+    }
+    if (Peek() == '.' || Peek() == 'e' || Peek() == 'E') {
+      return Fail(prefix + "must be an integer (no fraction or exponent)");
+    }
+    if (overflow) {
+      return Fail(prefix + "does not fit in 64 bits");
+    }
+    return true;
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+  std::string error_;
+};
+
+}  // namespace
+
+UsageLineResult ParseUsageLine(std::string_view line) {
+  UsageLineResult result;
+  while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) {
+    line.remove_prefix(1);
+  }
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r' ||
+                           line.back() == '\n')) {
+    line.remove_suffix(1);
+  }
+  if (line.substr(0, kUsagePrefix.size()) != kUsagePrefix) {
+    return result;
+  }
+  result.kind = UsageLineKind::kMalformed;
+  std::string_view rest = line.substr(kUsagePrefix.size());
+  if (rest.empty()) {
+    result.error = "KTESIO_USAGE without a payload";
+    return result;
+  }
+  if (rest.front() != ' ' && rest.front() != '\t') {
+    result.error = "KTESIO_USAGE must be followed by a space or tab, then a JSON object";
+    return result;
+  }
+  while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) {
+    rest.remove_prefix(1);
+  }
+  UsagePayloadParser parser(rest);
+  UsageReport report;
+  if (!parser.Parse(report)) {
+    result.error = parser.error();
+    return result;
+  }
+  result.kind = UsageLineKind::kUsage;
+  result.report = report;
+  return result;
+}
+
+}  // namespace ktesio::contract
