@@ -169,6 +169,10 @@ TEST(ManifestTest, TomlSyntaxErrorHasPosition) {
   EXPECT_TRUE(ManifestInvalid(parsed, "TOML syntax error"));
   EXPECT_TRUE(ManifestInvalid(Parse("a = 1\na = 2\n"), "adapter.toml:2:"));
   EXPECT_TRUE(ManifestInvalid(Parse("x = \"\xff\"\n"), "TOML syntax error"));
+  // toml++ 3.3 asserted on these headers (found by fuzz_manifest); they must be plain errors.
+  EXPECT_TRUE(ManifestInvalid(Parse("[#lifecycle.start]\nexec = \"x\"\n"),
+                              "adapter.toml:1:2: TOML syntax error"));
+  EXPECT_TRUE(ManifestInvalid(Parse(std::string("[\x01\0[llm]]\n", 8)), "TOML syntax error"));
 }
 
 // The mandatory sections are checked in the documented order; the first problem is named.

@@ -1,0 +1,256 @@
+// The daemon shell end to end: socket and state-dir permissions, the single-instance lock, stale
+// sockets, the unreachable-daemon exit code, peer-credential checks and `daemon status`.
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "daemon_harness.h"
+#include "gtest/gtest.h"
+#include "json.h"
+
+namespace ktesio::testing {
+namespace {
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+TEST(DaemonShell, CreatesOwnerOnlyStateDirAndSocket) {
+  DaemonHarness daemon;
+  ASSERT_TRUE(daemon.Start()) << daemon.DaemonLog();
+  EXPECT_EQ(ModeOf(daemon.state_dir()), 0700u);
+  EXPECT_EQ(ModeOf(daemon.socket()), 0600u);
+  struct stat st {};
+  ASSERT_EQ(stat((daemon.state_dir() + "/state.db").c_str(), &st), 0);
+}
+
+TEST(DaemonShell, StatusJsonAnswers) {
+  DaemonHarness daemon;
+  ASSERT_TRUE(daemon.Start());
+  RunResult r = daemon.Ctl({"daemon", "status", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::optional<Json> doc = ParseJson(r.out);
+  ASSERT_TRUE(doc.has_value()) << r.out;
+  EXPECT_EQ(doc->Keys(),
+            (std::vector<std::string>{"schema_version", "daemon_version", "api_version",
+                                      "contract_version", "pid", "started_at", "uptime_ms",
+                                      "state_dir", "socket", "mode", "os", "instances"}));
+  EXPECT_EQ((*doc)["schema_version"].Int(), 1);
+  EXPECT_EQ((*doc)["api_version"].string, "1.0.0");
+  EXPECT_EQ((*doc)["contract_version"].string, "1.0.0");
+  EXPECT_EQ((*doc)["pid"].Int(), daemon.pid());
+  EXPECT_TRUE((*doc)["uptime_ms"].IsInteger());
+  EXPECT_EQ((*doc)["state_dir"].string, daemon.state_dir());
+  EXPECT_EQ((*doc)["socket"].string, daemon.socket());
+  EXPECT_EQ((*doc)["mode"].string, "user");
+  EXPECT_EQ((*doc)["instances"]["total"].Int(), 0);
+  // Global flags are accepted before the subcommand too.
+  RunResult before = daemon.Ctl({"--json", "daemon", "status"});
+  ASSERT_EQ(before.exit_code, 0);
+  EXPECT_TRUE(ParseJson(before.out).has_value());
+}
+
+TEST(DaemonShell, SecondDaemonOnSameStateDirRefuses) {
+  DaemonHarness daemon;
+  ASSERT_TRUE(daemon.Start());
+  RunResult second = RunProcess({KtesiodPath(), "--state-dir", daemon.state_dir(), "--socket",
+                          daemon.dir() + "/other.sock"});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("already owns the state dir"), std::string::npos) << second.err;
+  // The first daemon is untouched.
+  EXPECT_EQ(daemon.Ctl({"daemon", "status"}).exit_code, 0);
+}
+
+TEST(DaemonShell, SecondDaemonOnLiveSocketRefuses) {
+  DaemonHarness daemon;
+  ASSERT_TRUE(daemon.Start());
+  TempDir other;
+  RunResult second =
+      RunProcess({KtesiodPath(), "--state-dir", other / "state", "--socket", daemon.socket()});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("another daemon is answering"), std::string::npos) << second.err;
+  EXPECT_EQ(daemon.Ctl({"daemon", "status"}).exit_code, 0);
+}
+
+TEST(DaemonShell, StaleSocketIsReplaced) {
+  DaemonHarness daemon;
+  // Leave a bound-but-dead socket file where the daemon wants to listen.
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strcpy(addr.sun_path, daemon.socket().c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  close(fd);
+  ASSERT_FALSE(SocketAnswers(daemon.socket()));
+  ASSERT_TRUE(daemon.Start()) << daemon.DaemonLog();
+  EXPECT_EQ(daemon.Ctl({"daemon", "status"}).exit_code, 0);
+}
+
+TEST(DaemonShell, NonSocketAtSocketPathIsNotReplaced) {
+  DaemonHarness daemon;
+  WriteFileOrDie(daemon.socket(), "precious");
+  EXPECT_FALSE(daemon.Start());
+  EXPECT_NE(daemon.DaemonLog().find("is not a socket"), std::string::npos);
+  EXPECT_EQ(ReadFileOrEmpty(daemon.socket()), "precious");
+}
+
+TEST(DaemonShell, OverlongSocketPathRefused) {
+  TempDir dir;
+  std::string socket = dir.path() + "/" + std::string(120, 's') + ".sock";
+  RunResult r = RunProcess({KtesiodPath(), "--state-dir", dir / "state", "--socket", socket});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("over the OS limit"), std::string::npos) << r.err;
+}
+
+TEST(DaemonShell, RelativeStateDirRefused) {
+  RunResult r = RunProcess({KtesiodPath(), "--state-dir", "relative/dir"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("absolute"), std::string::npos) << r.err;
+}
+
+TEST(DaemonShell, UnknownFlagIsUsageError) {
+  RunResult r = RunProcess({KtesiodPath(), "--bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown argument '--bogus'"), std::string::npos) << r.err;
+}
+
+TEST(DaemonShell, InvalidConfigFileRefusedWithPosition) {
+  TempDir dir;
+  WriteFileOrDie(dir / "bad.toml", "version = 1\nlog_levle = \"debug\"\n");
+  RunResult r = RunProcess({KtesiodPath(), "--state-dir", dir / "state", "--socket", dir / "d.sock",
+                     "--config", dir / "bad.toml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.toml:2:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown key 'log_levle'"), std::string::npos) << r.err;
+}
+
+TEST(DaemonShell, UnreachableDaemonExits7NamingTheSocket) {
+  TempDir dir;
+  RunResult r = RunProcess({KtctlPath(), "--socket", dir / "nothing.sock", "daemon", "status"});
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_NE(r.err.find(dir / "nothing.sock"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ktesiod"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  // One line only.
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  RunResult json = RunProcess({KtctlPath(), "--socket", dir / "nothing.sock", "daemon", "status",
+                        "--json"});
+  EXPECT_EQ(json.exit_code, 7);
+  std::optional<Json> doc = ParseJson(json.out);
+  ASSERT_TRUE(doc.has_value()) << json.out;
+  EXPECT_EQ((*doc)["error"]["reason"].string, "DAEMON_UNREACHABLE");
+}
+
+TEST(DaemonShell, SocketFromEnvironment) {
+  DaemonHarness daemon;
+  ASSERT_TRUE(daemon.Start());
+  RunOptions options;
+  options.extra_env = {"KTESIO_SOCKET=" + daemon.socket()};
+  RunResult r = RunProcess({KtctlPath(), "daemon", "status"}, options);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(DaemonShell, OtherUidIsRefusedWithPermissionDenied) {
+  if (geteuid() != 0) {
+    GTEST_SKIP() << "needs root to run a client as another uid";
+  }
+  DaemonHarness daemon;
+  ASSERT_TRUE(daemon.Start());
+  // Open the file-system gate on purpose so the only remaining check is SO_PEERCRED.
+  ASSERT_EQ(chmod(daemon.dir().c_str(), 0755), 0);
+  ASSERT_EQ(chmod(daemon.socket().c_str(), 0666), 0);
+  RunOptions as_nobody;
+  as_nobody.uid = 65534;
+  as_nobody.gid = 65534;
+  RunResult r = daemon.Ctl({"daemon", "status", "--json"}, as_nobody);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  std::optional<Json> doc = ParseJson(r.out);
+  ASSERT_TRUE(doc.has_value()) << r.out << r.err;
+  EXPECT_EQ((*doc)["error"]["reason"].string, "PERMISSION_DENIED");
+  EXPECT_NE(daemon.DaemonLog().find("denied uid=65534"), std::string::npos);
+  // Root (our own uid) is still served.
+  EXPECT_EQ(daemon.Ctl({"daemon", "status"}).exit_code, 0);
+}
+
+TEST(DaemonShell, SigtermShutsDownCleanlyAndRemovesSocket) {
+  DaemonHarness daemon;
+  ASSERT_TRUE(daemon.Start());
+  EXPECT_EQ(daemon.Stop(), 0);
+  struct stat st {};
+  EXPECT_NE(lstat(daemon.socket().c_str(), &st), 0);
+  EXPECT_NE(daemon.DaemonLog().find("stopped"), std::string::npos);
+}
+
+TEST(DaemonShell, NotifiesServiceManagerReady) {
+  TempDir dir;
+  std::string notify = dir / "notify.sock";
+  int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strcpy(addr.sun_path, notify.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(setenv("NOTIFY_SOCKET", notify.c_str(), 1), 0);
+  DaemonHarness daemon;
+  bool started = daemon.Start();
+  unsetenv("NOTIFY_SOCKET");
+  ASSERT_TRUE(started);
+  char buffer[64] = {};
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ssize_t n = recv(fd, buffer, sizeof(buffer) - 1, 0);
+  close(fd);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buffer, static_cast<size_t>(n)), "READY=1");
+}
+
+TEST(Ktctl, UnknownCommandIsUsageError) {
+  RunResult r = RunProcess({KtctlPath(), "frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'frobnicate'"), std::string::npos);
+}
+
+TEST(Ktctl, HelpAndVersionExitZero) {
+  RunResult help = RunProcess({KtctlPath(), "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("agent register"), std::string::npos);
+  TempDir dir;
+  RunResult version = RunProcess({KtctlPath(), "--socket", dir / "none.sock", "--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.out.find("ktctl 0."), std::string::npos);
+  EXPECT_NE(version.out.find("not reachable"), std::string::npos);
+}
+
+TEST(Ktctl, VersionNamesReachableDaemon) {
+  DaemonHarness daemon;
+  ASSERT_TRUE(daemon.Start());
+  RunResult version = daemon.Ctl({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.out.find("ktesiod 0."), std::string::npos) << version.out;
+  EXPECT_NE(version.out.find("contract 1.0.0"), std::string::npos) << version.out;
+}
+
+TEST(Ktctl, BadGlobalTimeoutIsUsageError) {
+  RunResult r = RunProcess({KtctlPath(), "--timeout", "soon", "daemon", "status"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(Ktctl, UnimplementedCapabilityFailsLoudly) {
+  DaemonHarness daemon;
+  ASSERT_TRUE(daemon.Start());
+  ASSERT_EQ(daemon.Ctl({"agent", "register", "m", "--kind", "mock"}).exit_code, 0);
+  RunResult r = daemon.Ctl({"agent", "send", "m", "hello", "--json"});
+  EXPECT_EQ(r.exit_code, 1);
+  std::optional<Json> doc = ParseJson(r.out);
+  ASSERT_TRUE(doc.has_value()) << r.out;
+  EXPECT_EQ((*doc)["error"]["reason"].string, "UNIMPLEMENTED");
+  EXPECT_NE((*doc)["error"]["message"].string.find("not implemented"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ktesio::testing

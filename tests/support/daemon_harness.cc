@@ -1,0 +1,110 @@
+#include "daemon_harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+
+namespace ktesio::testing {
+
+std::string KtesiodPath() { return KTESIO_KTESIOD_PATH; }
+std::string KtctlPath() { return KTESIO_KTCTL_PATH; }
+std::string ProbePath() { return KTESIO_PROBE_PATH; }
+
+bool SocketAnswers(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return false;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+DaemonHarness::DaemonHarness()
+    : state_dir_(dir_ / "state"), socket_(dir_ / "d.sock"), log_path_(dir_ / "ktesiod.log") {}
+
+DaemonHarness::~DaemonHarness() {
+  if (pid_ > 0) {
+    Stop();
+  }
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (info != nullptr && info->result() != nullptr && info->result()->Failed()) {
+    std::fprintf(stderr, "---- ktesiod stderr (%s) ----\n%s---- end ----\n", log_path_.c_str(),
+                 DaemonLog().c_str());
+  }
+}
+
+bool DaemonHarness::Start(const std::vector<std::string>& extra_args) {
+  std::vector<std::string> args = {KtesiodPath(), "--state-dir", state_dir_, "--socket", socket_,
+                                   "--log-level", "debug"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    int null = open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    dup2(log, 1);
+    dup2(log, 2);
+    setpgid(0, 0);
+    std::vector<char*> c_args;
+    for (std::string& a : args) {
+      c_args.push_back(a.data());
+    }
+    c_args.push_back(nullptr);
+    execv(c_args[0], c_args.data());
+    _exit(127);
+  }
+  return WaitFor([&] {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return true;  // exited: stop waiting, report below
+    }
+    return SocketAnswers(socket_);
+  }) && pid_ > 0;
+}
+
+int DaemonHarness::Stop() {
+  if (pid_ <= 0) {
+    return -1;
+  }
+  kill(pid_, SIGTERM);
+  int status = 0;
+  bool exited = WaitFor([&] { return waitpid(pid_, &status, WNOHANG) == pid_; },
+                        std::chrono::milliseconds(10000));
+  if (!exited) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+  }
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void DaemonHarness::Kill() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+RunResult DaemonHarness::Ctl(const std::vector<std::string>& args,
+                             const RunOptions& options) const {
+  std::vector<std::string> argv = {KtctlPath(), "--socket", socket_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProcess(argv, options);
+}
+
+std::string DaemonHarness::DaemonLog() const { return ReadFileOrEmpty(log_path_); }
+
+}  // namespace ktesio::testing

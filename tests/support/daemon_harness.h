@@ -1,0 +1,55 @@
+#pragma once
+
+// Starts the real ktesiod binary on a short temp socket and state dir, waits until it answers,
+// and stops it. Its stderr goes to a file that the test prints only when it failed.
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "process.h"
+
+namespace ktesio::testing {
+
+// Paths of the binaries under test (set by CMake).
+std::string KtesiodPath();
+std::string KtctlPath();
+std::string ProbePath();
+
+class DaemonHarness {
+ public:
+  // Creates a fresh temp dir; does not start anything yet.
+  DaemonHarness();
+  ~DaemonHarness();
+
+  // Starts ktesiod with `extra_args`; returns false (with the daemon's stderr kept) when it did
+  // not answer within the deadline or exited.
+  bool Start(const std::vector<std::string>& extra_args = {});
+  // SIGTERM and wait (up to 10 s, then SIGKILL). Returns the exit code (-1 if signalled).
+  int Stop();
+  // SIGKILL, no cleanup: simulates a daemon crash.
+  void Kill();
+
+  // Runs ktctl against this daemon's socket.
+  RunResult Ctl(const std::vector<std::string>& args, const RunOptions& options = {}) const;
+
+  const std::string& state_dir() const { return state_dir_; }
+  const std::string& socket() const { return socket_; }
+  const std::string& dir() const { return dir_.path(); }
+  std::string DaemonLog() const;
+  pid_t pid() const { return pid_; }
+
+ private:
+  TempDir dir_;
+  std::string state_dir_;
+  std::string socket_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+};
+
+// True when something accepts connections on the Unix socket at `path`.
+bool SocketAnswers(const std::string& path);
+
+}  // namespace ktesio::testing

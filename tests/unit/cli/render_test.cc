@@ -1,0 +1,53 @@
+#include "cli/render.h"
+
+#include "gtest/gtest.h"
+
+namespace ktesio::cli {
+namespace {
+
+TEST(Render, DollarsRoundHalfUpToCents) {
+  EXPECT_EQ(FormatDollars(0), "$0.00 (estimated)");
+  EXPECT_EQ(FormatDollars(1234567), "$1.23 (estimated)");
+  EXPECT_EQ(FormatDollars(1235000), "$1.24 (estimated)");
+  EXPECT_EQ(FormatDollars(4999), "$0.00 (estimated)");
+  EXPECT_EQ(FormatDollars(5000), "$0.01 (estimated)");
+}
+
+TEST(Render, FleetEntryOmitsAbsentOptionalsAndKeepsNullBudget) {
+  v1::AgentInstance instance;
+  instance.set_name("n");
+  instance.set_kind("k");
+  instance.set_state(v1::AGENT_STATE_RUNNING);
+  instance.set_agent_home("/h");
+  contract::JsonWriter json;
+  WriteFleetEntry(json, instance);
+  EXPECT_EQ(json.str(),
+            "{\"name\":\"n\",\"kind\":\"k\",\"state\":\"running\",\"restart_count\":0,"
+            "\"restart_policy\":\"on-failure\",\"budget\":null,\"usage\":{"
+            "\"cumulative_input_tokens\":0,\"cumulative_output_tokens\":0,"
+            "\"current_run_input_tokens\":0,\"current_run_output_tokens\":0,"
+            "\"unknown_usage_calls\":0},\"metering_source\":\"self-reported\","
+            "\"agent_home\":\"/h\"}");
+}
+
+TEST(Render, FleetEntryAdditiveFieldsAreNumbers) {
+  v1::AgentInstance instance;
+  instance.set_pid(4242);
+  instance.set_started_at_unix_ms(0);
+  instance.mutable_usage()->set_cumulative_dollars(1500000);
+  instance.mutable_usage()->set_estimate_label("estimated");
+  instance.mutable_budget()->set_per_run_limit(1000);
+  instance.mutable_budget()->set_breach_action(v1::BREACH_ACTION_STOP);
+  contract::JsonWriter json;
+  WriteFleetEntry(json, instance);
+  const std::string& s = json.str();
+  EXPECT_NE(s.find("\"pid\":4242"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"started_at\":\"1970-01-01T00:00:00.000Z\""), std::string::npos) << s;
+  EXPECT_NE(s.find("\"cumulative_dollars\":1500000"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"budget\":{\"per_run_limit\":1000,\"breach_action\":\"stop\"}"),
+            std::string::npos)
+      << s;
+}
+
+}  // namespace
+}  // namespace ktesio::cli

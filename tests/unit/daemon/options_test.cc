@@ -1,0 +1,86 @@
+#include "daemon/options.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "status_matchers.h"
+
+namespace ktesio::daemon {
+namespace {
+
+TEST(DaemonFlags, ParsesEveryFlag) {
+  auto options = ParseDaemonFlags({"--state-dir", "/s", "--socket=/x.sock", "--config", "/c",
+                                   "--system", "--log-level", "debug", "--socket-group", "ops"});
+  KT_ASSERT_OK(options.status());
+  EXPECT_EQ(options->paths.state_dir, "/s");
+  EXPECT_EQ(options->paths.socket_path, "/x.sock");
+  EXPECT_EQ(options->paths.config_path, "/c");
+  EXPECT_TRUE(options->paths.system_mode);
+  EXPECT_EQ(options->log_level, "debug");
+  EXPECT_EQ(options->socket_group, "ops");
+}
+
+TEST(DaemonFlags, RejectsBadInput) {
+  EXPECT_FALSE(ParseDaemonFlags({"--state-dir"}).ok());
+  EXPECT_FALSE(ParseDaemonFlags({"--log-level", "loud"}).ok());
+  EXPECT_FALSE(ParseDaemonFlags({"--socket="}).ok());
+  EXPECT_FALSE(ParseDaemonFlags({"positional"}).ok());
+}
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char templ[] = "/tmp/kt-cfg-XXXXXX";
+    dir_ = mkdtemp(templ);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& text) {
+    std::string path = dir_ + "/ktesiod.toml";
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(ConfigFileTest, MissingOptionalFileIsFine) {
+  DaemonOptions options;
+  KT_EXPECT_OK(ApplyConfigFile(dir_ + "/none.toml", false, options));
+  EXPECT_FALSE(ApplyConfigFile(dir_ + "/none.toml", true, options).ok());
+}
+
+TEST_F(ConfigFileTest, AppliesValuesUnderFlags) {
+  DaemonOptions options;
+  KT_ASSERT_OK(ApplyConfigFile(Write("version = 1\nlog_level = \"warn\"\nsocket_group = \"g\"\n"),
+                               true, options));
+  EXPECT_EQ(options.log_level, "warn");
+  EXPECT_EQ(options.socket_group, "g");
+  DaemonOptions flagged = *ParseDaemonFlags({"--log-level", "error"});
+  KT_ASSERT_OK(ApplyConfigFile(Write("log_level = \"warn\"\n"), true, flagged));
+  EXPECT_EQ(flagged.log_level, "error");
+}
+
+TEST_F(ConfigFileTest, ErrorsCarryFileLineColumn) {
+  DaemonOptions options;
+  struct Case {
+    std::string text;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"version = 2\n", ":1:"},
+      {"\nlog_level = 3\n", ":2:"},
+      {"log_level = \"loud\"\n", "unknown log level"},
+      {"colour = true\n", "unknown key 'colour'"},
+      {"log_level = \n", ":1:"},
+  };
+  for (const Case& c : cases) {
+    absl::Status status = ApplyConfigFile(Write(c.text), true, options);
+    ASSERT_FALSE(status.ok()) << c.text;
+    EXPECT_NE(testing::Message(status).find(c.needle), std::string::npos)
+        << c.text << " -> " << status;
+    EXPECT_NE(testing::Message(status).find("ktesiod.toml"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ktesio::daemon
