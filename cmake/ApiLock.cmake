@@ -1,5 +1,22 @@
 # Compares (MODE=check) or rewrites (MODE=update) the API descriptor lock.
-# Inputs: PROTOC, PROTO_DIR, PROTOS (list), LOCK, OUT_DIR.
+# Inputs: PROTOC, PROTO_DIR, PROTOS (comma-separated), LOCK, OUT_DIR.
+string(REPLACE "," ";" PROTOS "${PROTOS}")
+# MODE=selftest proves the check can fail: it renumbers one field in a scratch copy of the
+# protos and expects the comparison with the lock to report a difference.
+if(MODE STREQUAL "selftest")
+  set(scratch ${OUT_DIR}/api-lock-selftest)
+  file(REMOVE_RECURSE ${scratch})
+  file(COPY ${PROTO_DIR}/ktesio DESTINATION ${scratch})
+  file(READ ${scratch}/ktesio/v1/system.proto text)
+  string(REPLACE "string daemon_version = 1;" "string daemon_version = 99;" mutated "${text}")
+  if(mutated STREQUAL text)
+    message(FATAL_ERROR "selftest: the field to renumber was not found")
+  endif()
+  file(WRITE ${scratch}/ktesio/v1/system.proto "${mutated}")
+  set(PROTO_DIR ${scratch})
+  set(OUT_DIR ${scratch})
+  set(expect_mismatch TRUE)
+endif()
 set(pb ${OUT_DIR}/api.descriptor.pb)
 set(txt ${OUT_DIR}/api.descriptor.txt)
 execute_process(
@@ -25,6 +42,12 @@ endif()
 if(MODE STREQUAL "update")
   configure_file(${txt} ${LOCK} COPYONLY)
   message(STATUS "api lock updated: ${LOCK}")
+elseif(expect_mismatch)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${txt} ${LOCK} RESULT_VARIABLE diff)
+  if(diff EQUAL 0)
+    message(FATAL_ERROR "selftest: a renumbered field went unnoticed by the api lock")
+  endif()
+  message(STATUS "selftest: a renumbered field is detected")
 else()
   execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${txt} ${LOCK} RESULT_VARIABLE diff)
   if(NOT diff EQUAL 0)

@@ -33,8 +33,7 @@ std::string HelpText() {
       "Drives a running ktesiod over its API socket. Global flags may appear anywhere.\n\n"
       "commands:\n";
   for (const Command& command : Commands()) {
-    std::string line =
-        absl::StrCat("  ", JoinPath(command.path), " ", std::string(command.usage));
+    std::string line = absl::StrCat("  ", JoinPath(command.path), " ", std::string(command.usage));
     if (line.size() < 58) {
       line.append(58 - line.size(), ' ');
     } else {
@@ -54,8 +53,9 @@ std::string HelpText() {
 }
 
 int PrintVersion(Context& ctx) {
-  Out(absl::StrCat("ktctl ", std::string(v1::kKtesioVersion), " (api ", std::string(v1::kApiVersion),
-                   ", contract ", std::string(contract::kContractVersion), ")\n"));
+  Out(absl::StrCat("ktctl ", std::string(v1::kKtesioVersion), " (api ",
+                   std::string(v1::kApiVersion), ", contract ",
+                   std::string(contract::kContractVersion), ")\n"));
   Client client(ctx.socket_path, std::chrono::milliseconds(2000));
   v1::GetVersionResponse version;
   CallError error;
@@ -136,14 +136,14 @@ int RunCli(const std::vector<std::string>& args) {
       Out(HelpText());
       return kExitOk;
     }
-    return ReportError(ctx.global.json, "USAGE",
-                       absl::StrCat("unknown command '", absl::StrJoin(words, " "),
-                                    "' (see ktctl --help)"),
-                       kExitUsage);
+    return ReportError(
+        ctx.global.json, "USAGE",
+        absl::StrCat("unknown command '", absl::StrJoin(words, " "), "' (see ktctl --help)"),
+        kExitUsage);
   }
   if (ctx.global.help) {
-    Out(absl::StrCat("usage: ktctl ", JoinPath(best->path), " ", std::string(best->usage),
-                     "\n\n", std::string(best->summary), "\n"));
+    Out(absl::StrCat("usage: ktctl ", JoinPath(best->path), " ", std::string(best->usage), "\n\n",
+                     std::string(best->summary), "\n"));
     return kExitOk;
   }
   std::vector<std::string> rest(words.begin() + static_cast<long>(best->path.size()), words.end());

@@ -82,8 +82,8 @@ absl::StatusOr<Invocation> ParseInvocation(const std::vector<std::string>& args)
       }
       double seconds = 0;
       if (!absl::SimpleAtod(*v, &seconds) || !(seconds > 0) || seconds > 86400) {
-        return UsageError(absl::StrCat("--timeout must be a number of seconds in (0, 86400], got '",
-                                       *v, "'"));
+        return UsageError(
+            absl::StrCat("--timeout must be a number of seconds in (0, 86400], got '", *v, "'"));
       }
       inv.global.timeout_seconds = seconds;
     } else {
@@ -150,8 +150,8 @@ std::string DefaultSocketPath() {
   std::string state = Env("KTESIO_STATE_DIR");
   if (state.empty() || state.front() != '/') {
     std::string xdg = Env("XDG_DATA_HOME");
-    state = !xdg.empty() && xdg.front() == '/' ? xdg + "/ktesio"
-                                                : Env("HOME") + "/.local/share/ktesio";
+    state =
+        !xdg.empty() && xdg.front() == '/' ? xdg + "/ktesio" : Env("HOME") + "/.local/share/ktesio";
   }
   return state + "/ktesiod.sock";
 }

@@ -14,7 +14,7 @@
 namespace ktesio::cli {
 
 struct GlobalOptions {
-  std::string socket;             // "" = KTESIO_SOCKET or the default
+  std::string socket;  // "" = KTESIO_SOCKET or the default
   bool json = false;
   std::optional<double> timeout_seconds;  // RPC deadline
   bool help = false;

@@ -43,8 +43,8 @@ Client::Client(std::string socket_path, std::chrono::milliseconds timeout)
   grpc::ChannelArguments args;
   // One local connection; no retries across a daemon that is not there.
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-  channel_ = grpc::CreateCustomChannel("unix:" + socket_path_, grpc::InsecureChannelCredentials(),
-                                       args);
+  channel_ =
+      grpc::CreateCustomChannel("unix:" + socket_path_, grpc::InsecureChannelCredentials(), args);
   system_ = v1::SystemService::NewStub(channel_);
   agents_ = v1::AgentService::NewStub(channel_);
   logs_ = v1::LogService::NewStub(channel_);
@@ -72,9 +72,10 @@ bool Client::Handshake(v1::GetVersionResponse* version, CallError* error) {
   }
   if (version->api_major() != v1::kApiMajor) {
     error->reason = "API_MISMATCH";
-    error->message = absl::StrCat("ktesiod at ", socket_path_, " speaks API ",
-                                  version->api_version(), " but this ktctl speaks ",
-                                  std::string(v1::kApiVersion), "; use a ktctl of the same major version");
+    error->message =
+        absl::StrCat("ktesiod at ", socket_path_, " speaks API ", version->api_version(),
+                     " but this ktctl speaks ", std::string(v1::kApiVersion),
+                     "; use a ktctl of the same major version");
     error->exit_code = kExitUnreachable;
     return false;
   }

@@ -18,7 +18,7 @@ namespace ktesio::cli {
 
 // A failed call, ready to report.
 struct CallError {
-  std::string reason;   // stable reason, e.g. NOT_FOUND
+  std::string reason;  // stable reason, e.g. NOT_FOUND
   std::string message;
   int exit_code = 1;
 };

@@ -128,8 +128,7 @@ int Show(Context& ctx, const std::vector<std::string>& args) {
 
 int Remove(Context& ctx, const std::vector<std::string>& args) {
   constexpr std::string_view kUsage = "agent remove NAME [--retain|--delete] [--force]";
-  absl::StatusOr<LocalArgs> local =
-      ParseLocal(args, {}, {"--retain", "--delete", "--force"}, 1, 1);
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {"--retain", "--delete", "--force"}, 1, 1);
   if (!local.ok()) {
     return ctx.Usage(std::string(local.status().message()), kUsage);
   }
@@ -187,10 +186,11 @@ int ReportInstance(Context& ctx, const v1::AgentInstance& instance) {
 template <typename Request, typename Response>
 int Lifecycle(Context& ctx, const std::vector<std::string>& args, std::string_view verb,
               grpc::Status (v1::AgentService::Stub::*rpc)(grpc::ClientContext*, const Request&,
-                                                           Response*)) {
+                                                          Response*)) {
   absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
   if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), absl::StrCat("agent ", std::string(verb), " NAME"));
+    return ctx.Usage(std::string(local.status().message()),
+                     absl::StrCat("agent ", std::string(verb), " NAME"));
   }
   int code = 0;
   Client* client = ctx.Connect(&code);
@@ -213,7 +213,7 @@ int Lifecycle(Context& ctx, const std::vector<std::string>& args, std::string_vi
 template <typename Request, typename Response>
 int Stopping(Context& ctx, const std::vector<std::string>& args, std::string_view verb,
              grpc::Status (v1::AgentService::Stub::*rpc)(grpc::ClientContext*, const Request&,
-                                                          Response*)) {
+                                                         Response*)) {
   const std::string usage = absl::StrCat("agent ", std::string(verb), " NAME [--timeout SECS]");
   absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--timeout"}, {}, 1, 1);
   if (!local.ok()) {
@@ -224,9 +224,8 @@ int Stopping(Context& ctx, const std::vector<std::string>& args, std::string_vie
   uint32_t window = 30;
   if (std::optional<std::string> timeout = local->Value("--timeout")) {
     if (!absl::SimpleAtoi(*timeout, &window) || window > 86400) {
-      return ctx.Usage(absl::StrCat("--timeout must be whole seconds 0..86400, got '", *timeout,
-                                    "'"),
-                       usage);
+      return ctx.Usage(
+          absl::StrCat("--timeout must be whole seconds 0..86400, got '", *timeout, "'"), usage);
     }
     request.set_timeout_seconds(window);
   }
@@ -301,24 +300,33 @@ void AddAgentCommands(std::vector<Command>& commands) {
                       Register});
   commands.push_back({{"agent", "list"}, "", "every instance with state, budget, usage", List});
   commands.push_back({{"agent", "show"}, "NAME", "one instance in detail", Show});
-  commands.push_back({{"agent", "start"}, "NAME", "start; returns once running or failed",
+  commands.push_back({{"agent", "start"},
+                      "NAME",
+                      "start; returns once running or failed",
                       [](Context& c, const std::vector<std::string>& a) {
                         return Lifecycle(c, a, "start", &Stub::StartAgent);
                       }});
-  commands.push_back({{"agent", "stop"}, "NAME [--timeout SECS]",
+  commands.push_back({{"agent", "stop"},
+                      "NAME [--timeout SECS]",
                       "stop: graceful, then SIGKILL to the whole group after SECS (default 30)",
                       [](Context& c, const std::vector<std::string>& a) {
                         return Stopping(c, a, "stop", &Stub::StopAgent);
                       }});
-  commands.push_back({{"agent", "restart"}, "NAME [--timeout SECS]", "stop then start",
+  commands.push_back({{"agent", "restart"},
+                      "NAME [--timeout SECS]",
+                      "stop then start",
                       [](Context& c, const std::vector<std::string>& a) {
                         return Stopping(c, a, "restart", &Stub::RestartAgent);
                       }});
-  commands.push_back({{"agent", "pause"}, "NAME", "freeze per the declared pause capability",
+  commands.push_back({{"agent", "pause"},
+                      "NAME",
+                      "freeze per the declared pause capability",
                       [](Context& c, const std::vector<std::string>& a) {
                         return Lifecycle(c, a, "pause", &Stub::PauseAgent);
                       }});
-  commands.push_back({{"agent", "resume"}, "NAME", "resume a paused instance",
+  commands.push_back({{"agent", "resume"},
+                      "NAME",
+                      "resume a paused instance",
                       [](Context& c, const std::vector<std::string>& a) {
                         return Lifecycle(c, a, "resume", &Stub::ResumeAgent);
                       }});

@@ -1,8 +1,8 @@
 // ktctl manifest lint: offline validation through the same library the daemon uses.
 
+#include <sys/stat.h>
 #include <fstream>
 #include <sstream>
-#include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
 #include "cli/app.h"

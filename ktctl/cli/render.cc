@@ -313,9 +313,9 @@ std::string ListTable(const v1::ListAgentsResponse& response) {
                   response.instances_size() == 1 ? "" : "s", ", ", t.total_input_tokens(),
                   " input / ", t.total_output_tokens(), " output tokens");
   if (t.has_total_dollars()) {
-    absl::StrAppend(&out, ", ", FormatDollars(t.total_dollars()),
-                    t.dollars_partial() ? absl::StrCat(" (", t.unpriced_count(), " unpriced)")
-                                        : "");
+    absl::StrAppend(
+        &out, ", ", FormatDollars(t.total_dollars()),
+        t.dollars_partial() ? absl::StrCat(" (", t.unpriced_count(), " unpriced)") : "");
   }
   out += "\n";
   return out;
@@ -325,8 +325,9 @@ std::string CapabilityTable(const v1::AgentInstance& instance) {
   const v1::CapabilityDeclaration& caps = instance.capabilities();
   const std::string os = instance.projected().os();
   auto row = [&](const char* name, const v1::CapabilityLevels& levels, v1::SupportLevel here) {
-    return std::vector<std::string>{name, LevelName(levels.on_linux()), LevelName(levels.on_macos()),
-                                    LevelName(levels.on_windows()), LevelName(here)};
+    return std::vector<std::string>{name, LevelName(levels.on_linux()),
+                                    LevelName(levels.on_macos()), LevelName(levels.on_windows()),
+                                    LevelName(here)};
   };
   return Table({{"CAPABILITY", "LINUX", "MACOS", "WINDOWS", absl::StrCat("HERE (", os, ")")},
                 row("pause", caps.pause(), instance.projected().pause()),
@@ -368,8 +369,7 @@ std::string ShowText(const v1::AgentInstance& i) {
 std::string StatusText(const v1::GetStatusResponse& s) {
   std::string out;
   absl::StrAppend(&out, "ktesiod ", s.version().daemon_version(), " (api ",
-                  s.version().api_version(), ", contract ", s.version().contract_version(),
-                  ")\n");
+                  s.version().api_version(), ", contract ", s.version().contract_version(), ")\n");
   absl::StrAppend(&out, "pid:        ", s.pid(), "\n");
   absl::StrAppend(&out, "uptime:     ", s.uptime_ms() / 1000, " s (since ",
                   FormatTime(s.started_at_unix_ms()), ")\n");

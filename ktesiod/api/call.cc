@@ -51,8 +51,9 @@ void Finish(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
 grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* ctx, std::string_view what) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   Finish(ctx, reactor,
-         contract::MakeError(absl::StatusCode::kUnimplemented, reason::kUnimplemented,
-                             absl::StrCat(std::string(what), " is not implemented in this ktesiod build")));
+         contract::MakeError(
+             absl::StatusCode::kUnimplemented, reason::kUnimplemented,
+             absl::StrCat(std::string(what), " is not implemented in this ktesiod build")));
   return reactor;
 }
 

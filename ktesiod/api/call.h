@@ -40,8 +40,8 @@ void Finish(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
 // audit line for mutating calls, finish. `fn` returns absl::Status.
 template <typename Request, typename Response, typename Fn>
 grpc::ServerUnaryReactor* RunUnary(ApiContext& api, grpc::CallbackServerContext* ctx,
-                                   const Request* request, Response* response,
-                                   std::string_view rpc, bool mutating, Fn fn) {
+                                   const Request* request, Response* response, std::string_view rpc,
+                                   bool mutating, Fn fn) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::StatusOr<uid_t> uid = Authorize(api, ctx);
   if (!uid.ok()) {
@@ -60,6 +60,33 @@ grpc::ServerUnaryReactor* RunUnary(ApiContext& api, grpc::CallbackServerContext*
                        status.ok() ? "ok" : contract::ErrorReason(status));
     }
     Finish(ctx, reactor, status);
+  });
+  return reactor;
+}
+
+// As RunUnary for commands that complete later: `fn(request, response, finish)` runs on the
+// engine thread and calls `finish(status)` exactly once, possibly from a later event.
+template <typename Request, typename Response, typename Fn>
+grpc::ServerUnaryReactor* RunUnaryAsync(ApiContext& api, grpc::CallbackServerContext* ctx,
+                                        const Request* request, Response* response,
+                                        std::string_view rpc, Fn fn) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<uid_t> uid = Authorize(api, ctx);
+  if (!uid.ok()) {
+    Finish(ctx, reactor, uid.status());
+    return reactor;
+  }
+  api.engine->Post([&api, ctx, reactor, request, response, rpc, uid = *uid,
+                    fn = std::move(fn)]() mutable {
+    fn(*request, response, [&api, ctx, reactor, request, rpc, uid](absl::Status status) {
+      std::string instance;
+      if constexpr (requires { request->name(); }) {
+        instance = request->name();
+      }
+      api.logger->info("audit uid={} rpc={} instance={} result={}", uid, rpc, instance,
+                       status.ok() ? "ok" : contract::ErrorReason(status));
+      Finish(ctx, reactor, status);
+    });
   });
   return reactor;
 }

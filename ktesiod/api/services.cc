@@ -82,48 +82,59 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetAgent(grpc::CallbackServerContext
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::RemoveAgent(grpc::CallbackServerContext* ctx,
-                                                        const v1::RemoveAgentRequest* request,
-                                                        v1::RemoveAgentResponse* response) {
-  return RunUnary(api_, ctx, request, response, "RemoveAgent", true,
-                  [this](const v1::RemoveAgentRequest& in, v1::RemoveAgentResponse* out) {
-                    return api_.engine->RemoveAgent(in, out);
-                  });
+    const v1::RemoveAgentRequest* request, v1::RemoveAgentResponse* response) {
+  return RunUnaryAsync(api_, ctx, request, response, "RemoveAgent",
+                       [this](const v1::RemoveAgentRequest& in, v1::RemoveAgentResponse* out, engine::Engine::Finish finish) {
+                         api_.engine->RemoveAgent(in, out, std::move(finish));
+                       });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::StartAgent(grpc::CallbackServerContext* ctx,
-                                                       const v1::StartAgentRequest*,
-                                                       v1::StartAgentResponse*) {
-  return Unimplemented(ctx, "StartAgent (lifecycle supervision)");
+    const v1::StartAgentRequest* request, v1::StartAgentResponse* response) {
+  return RunUnaryAsync(api_, ctx, request, response, "StartAgent",
+                       [this](const v1::StartAgentRequest& in, v1::StartAgentResponse* out, engine::Engine::Finish finish) {
+                         api_.engine->StartAgent(in, out, std::move(finish));
+                       });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::StopAgent(grpc::CallbackServerContext* ctx,
-                                                      const v1::StopAgentRequest*,
-                                                      v1::StopAgentResponse*) {
-  return Unimplemented(ctx, "StopAgent (lifecycle supervision)");
+    const v1::StopAgentRequest* request, v1::StopAgentResponse* response) {
+  return RunUnaryAsync(api_, ctx, request, response, "StopAgent",
+                       [this](const v1::StopAgentRequest& in, v1::StopAgentResponse* out, engine::Engine::Finish finish) {
+                         api_.engine->StopAgent(in, out, std::move(finish));
+                       });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::RestartAgent(grpc::CallbackServerContext* ctx,
-                                                         const v1::RestartAgentRequest*,
-                                                         v1::RestartAgentResponse*) {
-  return Unimplemented(ctx, "RestartAgent (lifecycle supervision)");
+    const v1::RestartAgentRequest* request, v1::RestartAgentResponse* response) {
+  return RunUnaryAsync(api_, ctx, request, response, "RestartAgent",
+                       [this](const v1::RestartAgentRequest& in, v1::RestartAgentResponse* out, engine::Engine::Finish finish) {
+                         api_.engine->RestartAgent(in, out, std::move(finish));
+                       });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::PauseAgent(grpc::CallbackServerContext* ctx,
-                                                       const v1::PauseAgentRequest*,
-                                                       v1::PauseAgentResponse*) {
-  return Unimplemented(ctx, "PauseAgent (lifecycle supervision)");
+    const v1::PauseAgentRequest* request, v1::PauseAgentResponse* response) {
+  return RunUnaryAsync(api_, ctx, request, response, "PauseAgent",
+                       [this](const v1::PauseAgentRequest& in, v1::PauseAgentResponse* out, engine::Engine::Finish finish) {
+                         api_.engine->PauseAgent(in, out, std::move(finish));
+                       });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::ResumeAgent(grpc::CallbackServerContext* ctx,
-                                                        const v1::ResumeAgentRequest*,
-                                                        v1::ResumeAgentResponse*) {
-  return Unimplemented(ctx, "ResumeAgent (lifecycle supervision)");
+    const v1::ResumeAgentRequest* request, v1::ResumeAgentResponse* response) {
+  return RunUnaryAsync(api_, ctx, request, response, "ResumeAgent",
+                       [this](const v1::ResumeAgentRequest& in, v1::ResumeAgentResponse* out, engine::Engine::Finish finish) {
+                         api_.engine->ResumeAgent(in, out, std::move(finish));
+                       });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::SendInput(grpc::CallbackServerContext* ctx,
-                                                      const v1::SendInputRequest*,
-                                                      v1::SendInputResponse*) {
-  return Unimplemented(ctx, "SendInput (agent stdin channel)");
+    const v1::SendInputRequest* request, v1::SendInputResponse* response) {
+  return RunUnaryAsync(api_, ctx, request, response, "SendInput",
+                       [this](const v1::SendInputRequest& in, v1::SendInputResponse* out, engine::Engine::Finish finish) {
+                         api_.engine->SendInput(in, out, std::move(finish));
+                       });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::GetUsage(grpc::CallbackServerContext* ctx,

@@ -45,9 +45,10 @@ absl::StatusOr<std::optional<gid_t>> ResolveGroup(const DaemonOptions& options) 
   std::vector<char> buffer(16384);
   if (getgrnam_r(name.c_str(), &grp, buffer.data(), buffer.size(), &result) != 0 ||
       result == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "socket group '", name, "' does not exist; create it (packaging/systemd/ktesio.sysusers "
-        "does) or pass --socket-group"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket group '", name,
+                     "' does not exist; create it (packaging/systemd/ktesio.sysusers "
+                     "does) or pass --socket-group"));
   }
   return std::optional<gid_t>(grp.gr_gid);
 }
@@ -89,7 +90,7 @@ int RunDaemon(const DaemonOptions& flags) {
     log->error("start refused: {}", std::string(lock.status().message()));
     return 1;
   }
-  absl::StatusOr<std::unique_ptr<engine::Engine>> engine = engine::Engine::Create(*paths);
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine = engine::Engine::Create(*paths, MakeLogger("engine", options.log_level));
   if (!engine.ok()) {
     log->error("start failed: {}", std::string(engine.status().message()));
     return 1;
@@ -99,8 +100,7 @@ int RunDaemon(const DaemonOptions& flags) {
   if (std::optional<int> inherited = server::InheritedListenFd(); inherited.has_value()) {
     listener = server::Listener::Adopt(*inherited, paths->socket_path);
   } else {
-    listener = server::Listener::Bind(paths->socket_path, group->has_value() ? 0660 : 0600,
-                                      *group);
+    listener = server::Listener::Bind(paths->socket_path, group->has_value() ? 0660 : 0600, *group);
   }
   if (!listener.ok()) {
     log->error("start failed: {}", std::string(listener.status().message()));
@@ -148,8 +148,8 @@ int RunDaemon(const DaemonOptions& flags) {
   (*listener)->Serve(server.get(), &peers);
   log->info("ready version={} api={} contract={} pid={} state_dir={} socket={} mode={}",
             std::string(v1::kKtesioVersion), std::string(v1::kApiVersion),
-            std::string(contract::kContractVersion), getpid(),
-            paths->state_dir, paths->socket_path, paths->system_mode ? "system" : "user");
+            std::string(contract::kContractVersion), getpid(), paths->state_dir, paths->socket_path,
+            paths->system_mode ? "system" : "user");
   server::NotifyServiceManager("READY=1");
 
   while (true) {

@@ -13,8 +13,7 @@ namespace {
 namespace reason = contract::reason;
 
 absl::Status Bad(std::string_view message) {
-  return contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
-                             message);
+  return contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kInvalidArgument, message);
 }
 
 bool ValidLogLevel(std::string_view level) {
@@ -89,8 +88,8 @@ absl::StatusOr<DaemonOptions> ParseDaemonFlags(const std::vector<std::string>& a
         options.socket_group_from_flag = true;
       } else {
         if (!ValidLogLevel(*taken)) {
-          return Bad(absl::StrCat("unknown log level '", *taken,
-                                  "' (trace|debug|info|warn|error|off)"));
+          return Bad(
+              absl::StrCat("unknown log level '", *taken, "' (trace|debug|info|warn|error|off)"));
         }
         options.log_level = *taken;
         options.log_level_from_flag = true;
@@ -113,8 +112,8 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
   toml::parse_result parsed = toml::parse(*text, path);
   if (!parsed) {
     const toml::parse_error& error = parsed.error();
-    return Bad(absl::StrCat(path, ":", error.source().begin.line, ":",
-                            error.source().begin.column, ": ", std::string(error.description())));
+    return Bad(absl::StrCat(path, ":", error.source().begin.line, ":", error.source().begin.column,
+                            ": ", std::string(error.description())));
   }
   const toml::table& table = parsed.table();
   for (const auto& [key, node] : table) {

@@ -20,25 +20,35 @@ int64_t NowUnixMs() {
       .count();
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const DaemonPaths& paths) {
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const DaemonPaths& paths,
+                                                       std::shared_ptr<spdlog::logger> logger) {
   absl::StatusOr<std::unique_ptr<store::Store>> store =
       store::Store::Open(paths.state_dir + "/state.db");
   if (!store.ok()) {
     return store.status();
   }
-  return std::unique_ptr<Engine>(new Engine(paths, std::move(*store)));
+  return std::unique_ptr<Engine>(new Engine(paths, std::move(*store), std::move(logger)));
 }
 
-Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store)
+Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
+               std::shared_ptr<spdlog::logger> logger)
     : paths_(std::move(paths)),
       started_at_ms_(NowUnixMs()),
+      log_(std::move(logger)),
       store_(std::move(store)),
       registry_(*store_, paths_.state_dir, NowUnixMs),
-      work_(boost::asio::make_work_guard(io_)) {}
+      work_(boost::asio::make_work_guard(io_)),
+      backend_(io_, process::LocateShim()),
+      supervisor_(io_, *store_, backend_, NowUnixMs, log_, supervisor::Hooks()) {
+  if (process::LocateShim().empty()) {
+    log_->error("ktesio-shim not found next to ktesiod (or $KTESIO_SHIM); agents cannot start");
+  }
+}
 
 Engine::~Engine() { Stop(); }
 
 void Engine::Start() {
+  Post([this] { supervisor_.Reconcile(); });
   thread_ = std::thread([this] { io_.run(); });
 }
 
@@ -105,32 +115,156 @@ absl::Status Engine::GetAgent(const v1::GetAgentRequest& request, v1::GetAgentRe
   return absl::OkStatus();
 }
 
-absl::Status Engine::RemoveAgent(const v1::RemoveAgentRequest& request,
-                                 v1::RemoveAgentResponse* response) {
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.name());
+absl::Status Engine::Reload(const std::string& name, v1::AgentInstance* instance) {
+  absl::StatusOr<store::InstanceRow> row = registry_.Find(name);
   if (!row.ok()) {
     return row.status();
   }
-  const bool live = row->state == "starting" || row->state == "running" ||
-                    row->state == "paused" || row->state == "stopping";
-  if (live) {
-    if (!request.force()) {
-      return contract::MakeError(
-          absl::StatusCode::kFailedPrecondition, reason::kInvalidState,
-          absl::StrCat("cannot remove Agent Instance '", row->name, "' while it is '", row->state,
-                       "' (stop it first, or pass --force)"));
-    }
-    return contract::MakeError(absl::StatusCode::kUnimplemented, reason::kUnimplemented,
-                               "remove --force of a live instance needs the supervisor, which "
-                               "this build does not have yet");
-  }
-  if (absl::Status status = registry_.Remove(*row, request.delete_home()); !status.ok()) {
-    return status;
-  }
-  response->set_name(row->name);
-  response->set_agent_home(row->home);
-  response->set_home_deleted(request.delete_home());
+  *instance = BuildInstanceView(*row);
   return absl::OkStatus();
+}
+
+void Engine::RemoveAgent(const v1::RemoveAgentRequest& request, v1::RemoveAgentResponse* response,
+                         Finish finish) {
+  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.name());
+  if (!row.ok()) {
+    finish(row.status());
+    return;
+  }
+  auto remove = [this, request, response, finish]() {
+    absl::StatusOr<store::InstanceRow> current = registry_.Find(request.name());
+    if (!current.ok()) {
+      finish(current.status());
+      return;
+    }
+    const auto state = supervisor::ParseState(current->state);
+    if (state.has_value() && supervisor::IsLive(*state)) {
+      finish(contract::MakeError(
+          absl::StatusCode::kFailedPrecondition, reason::kInvalidState,
+          absl::StrCat("cannot remove Agent Instance '", current->name, "' while it is '",
+                       current->state, "' (stop it first, or pass --force)")));
+      return;
+    }
+    supervisor_.Forget(current->name);
+    if (absl::Status status = registry_.Remove(*current, request.delete_home()); !status.ok()) {
+      finish(status);
+      return;
+    }
+    response->set_name(current->name);
+    response->set_agent_home(current->home);
+    response->set_home_deleted(request.delete_home());
+    finish(absl::OkStatus());
+  };
+  const auto state = supervisor::ParseState(row->state);
+  const bool live = state.has_value() && supervisor::IsLive(*state);
+  if (live && request.force() &&
+      (*state == supervisor::State::kRunning || *state == supervisor::State::kPaused)) {
+    // --force stops first, with a short graceful window so the call stays bounded.
+    supervisor_.Stop(request.name(), 5, [remove, finish](absl::Status status, auto) {
+      if (!status.ok()) {
+        finish(status);
+        return;
+      }
+      remove();
+    });
+    return;
+  }
+  remove();
+}
+
+void Engine::StartAgent(const v1::StartAgentRequest& request, v1::StartAgentResponse* response,
+                        Finish finish) {
+  supervisor_.Start(request.name(), [this, request, response, finish](
+                                        absl::Status status, std::vector<std::string> notices) {
+    for (std::string& notice : notices) {
+      response->add_notices(std::move(notice));
+    }
+    if (status.ok()) {
+      status = Reload(request.name(), response->mutable_instance());
+    }
+    finish(status);
+  });
+}
+
+void Engine::StopAgent(const v1::StopAgentRequest& request, v1::StopAgentResponse* response,
+                       Finish finish) {
+  std::optional<uint32_t> timeout;
+  if (request.has_timeout_seconds()) {
+    timeout = request.timeout_seconds();
+  }
+  supervisor_.Stop(request.name(), timeout,
+                   [this, request, response, finish](absl::Status status,
+                                                     std::vector<std::string>) {
+                     if (status.ok()) {
+                       status = Reload(request.name(), response->mutable_instance());
+                     }
+                     finish(status);
+                   });
+}
+
+void Engine::RestartAgent(const v1::RestartAgentRequest& request,
+                          v1::RestartAgentResponse* response, Finish finish) {
+  std::optional<uint32_t> timeout;
+  if (request.has_timeout_seconds()) {
+    timeout = request.timeout_seconds();
+  }
+  supervisor_.Restart(request.name(), timeout,
+                      [this, request, response, finish](absl::Status status,
+                                                        std::vector<std::string> notices) {
+                        for (std::string& notice : notices) {
+                          response->add_notices(std::move(notice));
+                        }
+                        if (status.ok()) {
+                          status = Reload(request.name(), response->mutable_instance());
+                        }
+                        finish(status);
+                      });
+}
+
+void Engine::PauseAgent(const v1::PauseAgentRequest& request, v1::PauseAgentResponse* response,
+                        Finish finish) {
+  supervisor_.Pause(request.name(), [this, request, response, finish](
+                                        absl::Status status, std::vector<std::string> notices) {
+    for (std::string& notice : notices) {
+      response->add_notices(std::move(notice));
+    }
+    if (status.ok()) {
+      status = Reload(request.name(), response->mutable_instance());
+    }
+    finish(status);
+  });
+}
+
+void Engine::ResumeAgent(const v1::ResumeAgentRequest& request, v1::ResumeAgentResponse* response,
+                         Finish finish) {
+  supervisor_.Resume(request.name(), [this, request, response, finish](
+                                         absl::Status status, std::vector<std::string> notices) {
+    for (std::string& notice : notices) {
+      response->add_notices(std::move(notice));
+    }
+    if (status.ok()) {
+      status = Reload(request.name(), response->mutable_instance());
+    }
+    finish(status);
+  });
+}
+
+void Engine::SendInput(const v1::SendInputRequest& request, v1::SendInputResponse* response,
+                       Finish finish) {
+  if (request.text().find('\n') != std::string::npos) {
+    finish(contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
+                               "send takes one line: the text must not contain a newline"));
+    return;
+  }
+  supervisor_.SendInput(request.name(), request.text(),
+                        [response, finish](absl::StatusOr<uint64_t> written) {
+                          if (!written.ok()) {
+                            finish(written.status());
+                            return;
+                          }
+                          response->set_bytes_written(*written);
+                          finish(absl::OkStatus());
+                        });
 }
 
 }  // namespace ktesio::daemon::engine

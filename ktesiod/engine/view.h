@@ -16,7 +16,7 @@ std::string StateToWire(v1::AgentState state);
 v1::AgentInstance BuildInstanceView(const store::InstanceRow& row);
 
 // Sums the usage views of `instances`.
-v1::FleetTotals BuildFleetTotals(const google::protobuf::RepeatedPtrField<v1::AgentInstance>&
-                                     instances);
+v1::FleetTotals BuildFleetTotals(
+    const google::protobuf::RepeatedPtrField<v1::AgentInstance>& instances);
 
 }  // namespace ktesio::daemon::engine

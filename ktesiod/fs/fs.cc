@@ -18,10 +18,9 @@ namespace {
 namespace reason = contract::reason;
 
 absl::Status IoError(std::string_view what, const std::string& path, int err) {
-  return contract::MakeError(err == ENOENT ? absl::StatusCode::kNotFound
-                                           : absl::StatusCode::kInternal,
-                             reason::kIoError,
-                             absl::StrCat(std::string(what), " ", path, ": ", std::strerror(err)));
+  return contract::MakeError(
+      err == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kInternal, reason::kIoError,
+      absl::StrCat(std::string(what), " ", path, ": ", std::strerror(err)));
 }
 
 std::string DirName(const std::string& path) {

@@ -56,7 +56,8 @@ absl::Status ValidateSocketPath(std::string_view path) {
     return contract::MakeError(
         absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
         absl::StrCat("socket path is ", path.size(), " bytes, over the OS limit of ",
-                     kMaxSocketPathLength, ": ", std::string(path), " (choose a shorter --socket)"));
+                     kMaxSocketPathLength, ": ", std::string(path),
+                     " (choose a shorter --socket)"));
   }
   return absl::OkStatus();
 }

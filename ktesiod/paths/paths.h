@@ -45,7 +45,6 @@ const Environment& ProcessEnvironment();
 absl::StatusOr<DaemonPaths> ResolveDaemonPaths(const PathOverrides& overrides,
                                                const Environment& env);
 
-
 // Checks a socket path against the OS limit. Errors: INVALID_ARGUMENT naming the length.
 absl::Status ValidateSocketPath(std::string_view path);
 

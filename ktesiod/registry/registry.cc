@@ -28,8 +28,7 @@ absl::StatusOr<std::unique_ptr<contract::Adapter>> ResolveAdapter(
       std::string content = source.content();
       if (content.empty()) {
         if (source.path().empty()) {
-          return contract::MakeError(absl::StatusCode::kInvalidArgument,
-                                     reason::kInvalidArgument,
+          return contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
                                      "manifest source names neither content nor a path");
         }
         absl::StatusOr<std::string> read = ReadManifestAt(source.path(), manifest_path);
@@ -97,10 +96,11 @@ absl::StatusOr<store::InstanceRow> Registry::Register(const v1::RegisterAgentReq
     return existing.status();
   }
   if (existing->has_value()) {
-    return contract::MakeError(
-        absl::StatusCode::kAlreadyExists, reason::kDuplicateName,
-        absl::StrCat("an Agent Instance named '", request.name(), "' already exists (remove it "
-                     "first: ktctl agent remove ", request.name(), ")"));
+    return contract::MakeError(absl::StatusCode::kAlreadyExists, reason::kDuplicateName,
+                               absl::StrCat("an Agent Instance named '", request.name(),
+                                            "' already exists (remove it "
+                                            "first: ktctl agent remove ",
+                                            request.name(), ")"));
   }
 
   v1::AdapterSnapshot snapshot =

@@ -28,11 +28,17 @@ contract::OpTemplate ReadTemplate(const v1::OpTemplate& from) {
   return to;
 }
 
+// An OS without an entry stays SUPPORT_LEVEL_UNSPECIFIED so messages can say "no entry";
+// every reader projects it to unsupported.
 void FillLevels(const contract::CapabilityDeclaration& declaration, Capability capability,
                 v1::CapabilityLevels* levels) {
-  levels->set_on_linux(ToProto(declaration.Project(capability, Os::kLinux)));
-  levels->set_on_macos(ToProto(declaration.Project(capability, Os::kMacos)));
-  levels->set_on_windows(ToProto(declaration.Project(capability, Os::kWindows)));
+  auto level = [&](Os os) {
+    return declaration.HasEntry(capability, os) ? ToProto(declaration.Project(capability, os))
+                                                : v1::SUPPORT_LEVEL_UNSPECIFIED;
+  };
+  levels->set_on_linux(level(Os::kLinux));
+  levels->set_on_macos(level(Os::kMacos));
+  levels->set_on_windows(level(Os::kWindows));
 }
 
 v1::SupportLevel LevelFor(const v1::CapabilityLevels& levels, Os os) {
@@ -158,7 +164,7 @@ contract::AdapterDeclaration FromSnapshot(const v1::AdapterSnapshot& snapshot) {
   for (Capability capability : contract::kAllCapabilities) {
     for (Os os : contract::kAllOses) {
       v1::SupportLevel level = LevelFor(LevelsOf(snapshot.capabilities(), capability), os);
-      if (level == v1::SUPPORT_LEVEL_GUARANTEED || level == v1::SUPPORT_LEVEL_BEST_EFFORT) {
+      if (level != v1::SUPPORT_LEVEL_UNSPECIFIED) {
         declaration.capabilities.Set(capability, os, FromProto(level));
       }
     }

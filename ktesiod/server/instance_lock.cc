@@ -30,10 +30,9 @@ absl::StatusOr<std::unique_ptr<InstanceLock>> InstanceLock::Acquire(const std::s
     close(fd);
     if (err == EWOULDBLOCK) {
       std::string holder = n > 0 ? std::string(absl::StripAsciiWhitespace(buffer)) : "unknown";
-      return contract::MakeError(
-          absl::StatusCode::kFailedPrecondition, reason::kInvalidState,
-          absl::StrCat("another ktesiod (pid ", holder, ") already owns the state dir ",
-                       state_dir));
+      return contract::MakeError(absl::StatusCode::kFailedPrecondition, reason::kInvalidState,
+                                 absl::StrCat("another ktesiod (pid ", holder,
+                                              ") already owns the state dir ", state_dir));
     }
     return contract::MakeError(absl::StatusCode::kInternal, reason::kIoError,
                                absl::StrCat("cannot lock ", path, ": ", std::strerror(err)));

@@ -28,8 +28,9 @@ namespace {
 namespace reason = contract::reason;
 
 absl::Status Errno(std::string_view what, const std::string& path) {
-  return contract::MakeError(absl::StatusCode::kInternal, reason::kIoError,
-                             absl::StrCat(std::string(what), " ", path, ": ", std::strerror(errno)));
+  return contract::MakeError(
+      absl::StatusCode::kInternal, reason::kIoError,
+      absl::StrCat(std::string(what), " ", path, ": ", std::strerror(errno)));
 }
 
 bool FillAddress(const std::string& path, sockaddr_un* addr) {
@@ -144,10 +145,9 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path
           absl::StrCat(path, " exists and is not a socket; refusing to replace it"));
     }
     if (SomethingAnswers(path)) {
-      return contract::MakeError(
-          absl::StatusCode::kFailedPrecondition, reason::kInvalidState,
-          absl::StrCat("another daemon is answering on ", path,
-                       "; stop it first or choose another --socket"));
+      return contract::MakeError(absl::StatusCode::kFailedPrecondition, reason::kInvalidState,
+                                 absl::StrCat("another daemon is answering on ", path,
+                                              "; stop it first or choose another --socket"));
     }
     if (unlink(path.c_str()) != 0) {
       return Errno("cannot remove stale socket", path);

@@ -31,8 +31,8 @@ bool NotifyServiceManager(std::string_view state) {
     return false;
   }
   socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size());
-  ssize_t sent = sendto(fd, state.data(), state.size(), MSG_NOSIGNAL,
-                        reinterpret_cast<sockaddr*>(&addr), len);
+  ssize_t sent =
+      sendto(fd, state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr), len);
   close(fd);
   return sent == static_cast<ssize_t>(state.size());
 }

@@ -15,7 +15,8 @@ absl::Status SqliteError(sqlite3* db, std::string_view what) {
   const bool constraint = (code & 0xff) == SQLITE_CONSTRAINT;
   return contract::MakeError(
       constraint ? absl::StatusCode::kAlreadyExists : absl::StatusCode::kInternal,
-      reason::kStoreError, absl::StrCat("store: ", std::string(what), ": ", message, " (", code, ")"));
+      reason::kStoreError,
+      absl::StrCat("store: ", std::string(what), ": ", message, " (", code, ")"));
 }
 
 Statement::Statement(Statement&& other) noexcept
@@ -36,8 +37,8 @@ Statement& Statement::operator=(Statement&& other) noexcept {
 Statement::~Statement() { sqlite3_finalize(stmt_); }
 
 Statement& Statement::Bind(int index, std::string_view text) {
-  int rc = sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
-                               SQLITE_UTF8);
+  int rc =
+      sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   if (rc != SQLITE_OK) {
     bind_error_ = rc;
   }
@@ -132,8 +133,8 @@ std::string Statement::ColumnBlob(int column) const {
 
 absl::StatusOr<Database> Database::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     absl::Status status = SqliteError(db, absl::StrCat("open ", path));
     sqlite3_close(db);

@@ -40,13 +40,30 @@ CREATE TABLE events (
 ) STRICT;
 CREATE INDEX events_by_instance ON events(instance, cursor);
 )sql",
+    // 2: the write-ahead spawn record, restart bookkeeping, and runs.
+    R"sql(
+ALTER TABLE instances ADD COLUMN shim_pid INTEGER;
+ALTER TABLE instances ADD COLUMN shim_start_time INTEGER;
+ALTER TABLE instances ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE instances ADD COLUMN crash_streak INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE instances ADD COLUMN last_exit TEXT NOT NULL DEFAULT '';
+CREATE TABLE runs (
+  instance_id INTEGER NOT NULL REFERENCES instances(id) ON DELETE CASCADE,
+  run INTEGER NOT NULL,
+  started_at_ms INTEGER NOT NULL,
+  ended_at_ms INTEGER,
+  end_cause TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (instance_id, run)
+) STRICT;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == kSchemaVersion);
 
 constexpr const char* kInstanceColumns =
     "id, name, kind, snapshot, state, cause, state_since_ms, restart_count, registered_at_ms, "
-    "home, pid, pid_start_time, started_at_ms, current_run, memory_kind";
+    "home, pid, pid_start_time, started_at_ms, current_run, memory_kind, shim_pid, "
+    "shim_start_time, boot_id, crash_streak, last_exit";
 
 InstanceRow ReadInstance(const Statement& stmt) {
   InstanceRow row;
@@ -65,6 +82,11 @@ InstanceRow ReadInstance(const Statement& stmt) {
   row.started_at_ms = stmt.ColumnOptionalInt(12);
   row.current_run = stmt.ColumnInt(13);
   row.memory_kind = stmt.ColumnText(14);
+  row.shim_pid = stmt.ColumnOptionalInt(15);
+  row.shim_start_time = stmt.ColumnOptionalInt(16);
+  row.boot_id = stmt.ColumnText(17);
+  row.crash_streak = stmt.ColumnInt(18);
+  row.last_exit = stmt.ColumnText(19);
   return row;
 }
 
@@ -76,8 +98,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
     return db.status();
   }
   std::unique_ptr<Store> store(new Store(std::move(*db)));
-  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
-                             "PRAGMA foreign_keys=ON"}) {
+  for (const char* pragma :
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"}) {
     if (absl::Status status = store->db_.Exec(pragma); !status.ok()) {
       return status;
     }
@@ -106,11 +128,13 @@ absl::Status Store::Migrate() {
     return version.status();
   }
   if (*version > kSchemaVersion) {
-    return contract::MakeError(
-        absl::StatusCode::kFailedPrecondition, reason::kStoreError,
-        absl::StrCat("state.db has schema version ", *version, " but this ktesiod understands up "
-                     "to version ", kSchemaVersion, "; it was written by a newer ktesiod — run "
-                     "that version or restore a backup"));
+    return contract::MakeError(absl::StatusCode::kFailedPrecondition, reason::kStoreError,
+                               absl::StrCat("state.db has schema version ", *version,
+                                            " but this ktesiod understands up "
+                                            "to version ",
+                                            kSchemaVersion,
+                                            "; it was written by a newer ktesiod — run "
+                                            "that version or restore a backup"));
   }
   for (int next = *version + 1; next <= kSchemaVersion; ++next) {
     absl::Status status = InTransaction([&]() -> absl::Status {
@@ -185,7 +209,8 @@ absl::StatusOr<std::vector<InstanceRow>> Store::ListInstances() {
 absl::Status Store::UpdateInstance(const InstanceRow& row) {
   absl::StatusOr<Statement> stmt = db_.Prepare(
       "UPDATE instances SET state = ?2, cause = ?3, state_since_ms = ?4, restart_count = ?5, "
-      "pid = ?6, pid_start_time = ?7, started_at_ms = ?8, current_run = ?9, memory_kind = ?10 "
+      "pid = ?6, pid_start_time = ?7, started_at_ms = ?8, current_run = ?9, memory_kind = ?10, "
+      "shim_pid = ?11, shim_start_time = ?12, boot_id = ?13, crash_streak = ?14, last_exit = ?15 "
       "WHERE id = ?1");
   if (!stmt.ok()) {
     return stmt.status();
@@ -193,6 +218,30 @@ absl::Status Store::UpdateInstance(const InstanceRow& row) {
   stmt->Bind(1, row.id).Bind(2, row.state).Bind(3, row.cause).Bind(4, row.state_since_ms);
   stmt->Bind(5, row.restart_count).Bind(6, row.pid).Bind(7, row.pid_start_time);
   stmt->Bind(8, row.started_at_ms).Bind(9, row.current_run).Bind(10, row.memory_kind);
+  stmt->Bind(11, row.shim_pid).Bind(12, row.shim_start_time).Bind(13, row.boot_id);
+  stmt->Bind(14, row.crash_streak).Bind(15, row.last_exit);
+  return stmt->Run();
+}
+
+absl::Status Store::BeginRun(int64_t instance_id, int64_t run, int64_t started_at_ms) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      "INSERT OR REPLACE INTO runs (instance_id, run, started_at_ms) VALUES (?1, ?2, ?3)");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, instance_id).Bind(2, run).Bind(3, started_at_ms);
+  return stmt->Run();
+}
+
+absl::Status Store::EndRun(int64_t instance_id, int64_t run, int64_t ended_at_ms,
+                           const std::string& cause) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      "UPDATE runs SET ended_at_ms = ?3, end_cause = ?4 WHERE instance_id = ?1 AND run = ?2 "
+      "AND ended_at_ms IS NULL");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, instance_id).Bind(2, run).Bind(3, ended_at_ms).Bind(4, cause);
   return stmt->Run();
 }
 
@@ -206,8 +255,8 @@ absl::Status Store::DeleteInstance(int64_t id) {
 }
 
 absl::StatusOr<int64_t> Store::AppendEvent(const EventRow& event) {
-  absl::StatusOr<Statement> stmt = db_.Prepare(
-      "INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)");
+  absl::StatusOr<Statement> stmt =
+      db_.Prepare("INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)");
   if (!stmt.ok()) {
     return stmt.status();
   }

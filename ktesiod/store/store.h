@@ -18,7 +18,7 @@
 namespace ktesio::daemon::store {
 
 // The schema version this binary writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct InstanceRow {
   int64_t id = 0;
@@ -36,6 +36,12 @@ struct InstanceRow {
   std::optional<int64_t> started_at_ms;
   int64_t current_run = 0;
   std::string memory_kind;  // "" | "filesystem" | "native"
+  // The write-ahead spawn record: who runs the agent, verified by pid + start time.
+  std::optional<int64_t> shim_pid;
+  std::optional<int64_t> shim_start_time;
+  std::string boot_id;          // the kernel boot the processes belong to
+  int64_t crash_streak = 0;     // consecutive crashes (restart backoff)
+  std::string last_exit;        // "exit code 3", "signal 9 (SIGKILL)", ...
 };
 
 struct EventRow {
@@ -65,6 +71,11 @@ class Store {
   // Rewrites every mutable column of an existing instance (matched by id).
   absl::Status UpdateInstance(const InstanceRow& row);
   absl::Status DeleteInstance(int64_t id);
+
+  // Runs: one per start or restart. EndRun only closes an open run.
+  absl::Status BeginRun(int64_t instance_id, int64_t run, int64_t started_at_ms);
+  absl::Status EndRun(int64_t instance_id, int64_t run, int64_t ended_at_ms,
+                      const std::string& cause);
 
   // Appends an event and returns its cursor (strictly increasing, never reused).
   absl::StatusOr<int64_t> AppendEvent(const EventRow& event);

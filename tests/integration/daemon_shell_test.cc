@@ -59,8 +59,8 @@ TEST(DaemonShell, StatusJsonAnswers) {
 TEST(DaemonShell, SecondDaemonOnSameStateDirRefuses) {
   DaemonHarness daemon;
   ASSERT_TRUE(daemon.Start());
-  RunResult second = RunProcess({KtesiodPath(), "--state-dir", daemon.state_dir(), "--socket",
-                          daemon.dir() + "/other.sock"});
+  RunResult second = RunProcess(
+      {KtesiodPath(), "--state-dir", daemon.state_dir(), "--socket", daemon.dir() + "/other.sock"});
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_NE(second.err.find("already owns the state dir"), std::string::npos) << second.err;
   // The first daemon is untouched.
@@ -124,7 +124,7 @@ TEST(DaemonShell, InvalidConfigFileRefusedWithPosition) {
   TempDir dir;
   WriteFileOrDie(dir / "bad.toml", "version = 1\nlog_levle = \"debug\"\n");
   RunResult r = RunProcess({KtesiodPath(), "--state-dir", dir / "state", "--socket", dir / "d.sock",
-                     "--config", dir / "bad.toml"});
+                            "--config", dir / "bad.toml"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("bad.toml:2:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("unknown key 'log_levle'"), std::string::npos) << r.err;
@@ -139,8 +139,8 @@ TEST(DaemonShell, UnreachableDaemonExits7NamingTheSocket) {
   EXPECT_TRUE(r.out.empty());
   // One line only.
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  RunResult json = RunProcess({KtctlPath(), "--socket", dir / "nothing.sock", "daemon", "status",
-                        "--json"});
+  RunResult json =
+      RunProcess({KtctlPath(), "--socket", dir / "nothing.sock", "daemon", "status", "--json"});
   EXPECT_EQ(json.exit_code, 7);
   std::optional<Json> doc = ParseJson(json.out);
   ASSERT_TRUE(doc.has_value()) << json.out;

@@ -82,9 +82,9 @@ TEST_F(RegistryTest, RegistersBuiltinAndPrintsHomeAndCapabilities) {
 TEST_F(RegistryTest, RegistersManifestFromDirectoryAndFile) {
   std::string dir = WriteManifest("m", kValidManifest);
   ASSERT_EQ(daemon_.Ctl({"agent", "register", "by-dir", "--manifest", dir}).exit_code, 0);
-  ASSERT_EQ(daemon_.Ctl({"agent", "register", "by-file", "--manifest", dir + "/adapter.toml"})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      daemon_.Ctl({"agent", "register", "by-file", "--manifest", dir + "/adapter.toml"}).exit_code,
+      0);
   std::string snapshot = ReadFileOrEmpty(daemon_.state_dir() + "/agents/by-dir/adapter.json");
   std::optional<Json> doc = ParseJson(snapshot);
   ASSERT_TRUE(doc.has_value());
@@ -175,9 +175,8 @@ TEST_F(RegistryTest, UnknownBuiltinKindIsUsageError) {
 
 TEST_F(RegistryTest, RegisterNeedsExactlyOneSource) {
   EXPECT_EQ(daemon_.Ctl({"agent", "register", "x"}).exit_code, 2);
-  EXPECT_EQ(daemon_.Ctl({"agent", "register", "x", "--kind", "mock", "--manifest", "/tmp"})
-                .exit_code,
-            2);
+  EXPECT_EQ(
+      daemon_.Ctl({"agent", "register", "x", "--kind", "mock", "--manifest", "/tmp"}).exit_code, 2);
 }
 
 TEST_F(RegistryTest, EditingManifestAfterRegistrationChangesNothing) {
@@ -215,9 +214,9 @@ TEST_F(RegistryTest, ListJsonKeySetsAreFrozen) {
   EXPECT_EQ(instances.array[0]["name"].string, "a");  // ordered by name
   EXPECT_EQ(instances.array[1]["name"].string, "b");
   const Json& entry = instances.array[0];
-  EXPECT_EQ(entry.Keys(), (std::vector<std::string>{"name", "kind", "state", "restart_count",
-                                                    "restart_policy", "budget", "usage",
-                                                    "metering_source", "agent_home"}));
+  EXPECT_EQ(entry.Keys(),
+            (std::vector<std::string>{"name", "kind", "state", "restart_count", "restart_policy",
+                                      "budget", "usage", "metering_source", "agent_home"}));
   EXPECT_EQ(entry["kind"].string, "hermes");
   EXPECT_EQ(entry["state"].string, "registered");
   EXPECT_EQ(entry["restart_count"].Int(), 0);

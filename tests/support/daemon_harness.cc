@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "gtest/gtest.h"
@@ -45,8 +46,8 @@ DaemonHarness::~DaemonHarness() {
 }
 
 bool DaemonHarness::Start(const std::vector<std::string>& extra_args) {
-  std::vector<std::string> args = {KtesiodPath(), "--state-dir", state_dir_, "--socket", socket_,
-                                   "--log-level", "debug"};
+  std::vector<std::string> args = {KtesiodPath(), "--state-dir", state_dir_, "--socket",
+                                   socket_,       "--log-level", "debug"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = fork();
   if (pid_ == 0) {
@@ -56,6 +57,10 @@ bool DaemonHarness::Start(const std::vector<std::string>& extra_args) {
     dup2(log, 1);
     dup2(log, 2);
     setpgid(0, 0);
+    // Builtins name `ktesio-probe` by name: put the fixture on the daemon's PATH.
+    std::string probe_dir = ProbePath().substr(0, ProbePath().rfind('/'));
+    const char* path = std::getenv("PATH");
+    setenv("PATH", (probe_dir + ":" + (path == nullptr ? "/usr/bin:/bin" : path)).c_str(), 1);
     std::vector<char*> c_args;
     for (std::string& a : args) {
       c_args.push_back(a.data());
@@ -65,13 +70,14 @@ bool DaemonHarness::Start(const std::vector<std::string>& extra_args) {
     _exit(127);
   }
   return WaitFor([&] {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return true;  // exited: stop waiting, report below
-    }
-    return SocketAnswers(socket_);
-  }) && pid_ > 0;
+           int status = 0;
+           if (waitpid(pid_, &status, WNOHANG) == pid_) {
+             pid_ = -1;
+             return true;  // exited: stop waiting, report below
+           }
+           return SocketAnswers(socket_);
+         }) &&
+         pid_ > 0;
 }
 
 int DaemonHarness::Stop() {

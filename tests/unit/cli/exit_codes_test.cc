@@ -11,13 +11,27 @@ TEST(ExitCodes, EveryDocumentedReasonMapsToItsCode) {
     int code;
   };
   const Case cases[] = {
-      {"MANIFEST_INVALID", 1},      {"CONTRACT_INCOMPATIBLE", 1}, {"LAUNCH_FAILED", 1},
-      {"IO_ERROR", 1},              {"STORE_ERROR", 1},           {"UNIMPLEMENTED", 1},
-      {"USAGE", 2},                 {"INVALID_NAME", 2},          {"UNKNOWN_KIND", 2},
-      {"UNKNOWN_CONFIG_KEY", 2},    {"DUPLICATE_NAME", 2},        {"UNKNOWN_MEMORY_KIND", 2},
-      {"NOT_FOUND", 3},             {"MANIFEST_NOT_FOUND", 3},    {"INVALID_TRANSITION", 4},
-      {"INVALID_STATE", 4},         {"STOP_NOT_CONFIRMED", 4},    {"CAPABILITY_UNSUPPORTED", 5},
-      {"TIMED_OUT", 6},             {"DAEMON_UNREACHABLE", 7},    {"API_MISMATCH", 7},
+      {"MANIFEST_INVALID", 1},
+      {"CONTRACT_INCOMPATIBLE", 1},
+      {"LAUNCH_FAILED", 1},
+      {"IO_ERROR", 1},
+      {"STORE_ERROR", 1},
+      {"UNIMPLEMENTED", 1},
+      {"USAGE", 2},
+      {"INVALID_NAME", 2},
+      {"UNKNOWN_KIND", 2},
+      {"UNKNOWN_CONFIG_KEY", 2},
+      {"DUPLICATE_NAME", 2},
+      {"UNKNOWN_MEMORY_KIND", 2},
+      {"NOT_FOUND", 3},
+      {"MANIFEST_NOT_FOUND", 3},
+      {"INVALID_TRANSITION", 4},
+      {"INVALID_STATE", 4},
+      {"STOP_NOT_CONFIRMED", 4},
+      {"CAPABILITY_UNSUPPORTED", 5},
+      {"TIMED_OUT", 6},
+      {"DAEMON_UNREACHABLE", 7},
+      {"API_MISMATCH", 7},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(ExitCodeFor(c.reason, grpc::StatusCode::UNKNOWN), c.code) << c.reason;

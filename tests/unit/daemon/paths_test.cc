@@ -93,11 +93,23 @@ TEST(Names, Table) {
     bool valid;
   };
   const Case cases[] = {
-      {"a", true},       {"0", true},        {"agent-1", true}, {"a_b", true},
-      {"a-", true},      {std::string(128, 'z'), true},          {"", false},
-      {"-a", false},     {"_a", false},      {"A", false},      {"a.b", false},
-      {"a/b", false},    {"..", false},      {"a b", false},    {std::string(129, 'z'), false},
-      {"\xc3\xa9", false}, {std::string("a\0b", 3), false},
+      {"a", true},
+      {"0", true},
+      {"agent-1", true},
+      {"a_b", true},
+      {"a-", true},
+      {std::string(128, 'z'), true},
+      {"", false},
+      {"-a", false},
+      {"_a", false},
+      {"A", false},
+      {"a.b", false},
+      {"a/b", false},
+      {"..", false},
+      {"a b", false},
+      {std::string(129, 'z'), false},
+      {"\xc3\xa9", false},
+      {std::string("a\0b", 3), false},
   };
   for (const Case& c : cases) {
     absl::Status status = ValidateInstanceName(c.name);

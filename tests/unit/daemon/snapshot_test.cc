@@ -77,8 +77,9 @@ TEST(Snapshot, AdapterJsonHasFullDeclaration) {
   ASSERT_TRUE(declaration.ok());
   std::string json = RenderAdapterJson(ToSnapshot(*declaration, false, ""));
   for (const char* needle :
-       {"\"kind\":\"full\"", "\"pause\":{\"linux\":\"guaranteed\",\"macos\":\"unsupported\","
-                             "\"windows\":\"best-effort\"}",
+       {"\"kind\":\"full\"",
+        "\"pause\":{\"linux\":\"guaranteed\",\"macos\":\"unsupported\","
+        "\"windows\":\"best-effort\"}",
         "\"metering_source\":\"engine-observed\"", "\"interaction_channel\":\"http\"",
         "\"theme\":{\"file\":{\"path\":\"config/agent.toml\",\"key\":\"ui.theme\"}}",
         "\"budget.tokens.per_run\":{\"flag\":\"--max-tokens\"}",

@@ -83,8 +83,8 @@ struct ConfigTarget {
 
 struct AdapterDeclaration {
   std::string kind;
-  std::string display_name;             // optional [adapter].name, "" when absent
-  std::string contract_version;         // manifest adapters only; "" for builtins
+  std::string display_name;      // optional [adapter].name, "" when absent
+  std::string contract_version;  // manifest adapters only; "" for builtins
   OpTemplate start;
   std::optional<OpTemplate> stop;
   std::optional<OpTemplate> pause;

@@ -77,8 +77,8 @@ inline void AppendJsonEscaped(std::string& out, std::string_view text) {
       }
     }
     if (valid) {
-      valid = !((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                (len == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff));
+      valid = !((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+                cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff));
     }
     if (valid) {
       out.append(text.substr(i, len));

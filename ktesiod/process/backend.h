@@ -1,0 +1,92 @@
+#pragma once
+
+// The process backend: how the engine launches an agent (through its ktesio-shim), signals its
+// process group, and learns that it exited. An interface so the supervisor's unit tests can use
+// a fake; the POSIX implementation (shim_backend) is used everywhere else. A Windows backend
+// (Job Objects) would implement the same interface.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ktesio::daemon::process {
+
+struct LaunchSpec {
+  std::string exec;
+  std::vector<std::string> args;
+  std::vector<std::string> env;  // NAME=VALUE, the agent's complete environment
+  std::string cwd;               // the Agent Home
+  bool stdin_pipe = false;       // stdin from a FIFO the engine can write (else /dev/null)
+  std::string run_dir;           // where the shim keeps its pid files, stdin FIFO, exit record
+  std::string log_dir;
+  uint64_t log_max_bytes = 10 * 1024 * 1024;
+  uint32_t log_keep = 3;
+  std::string usage_file;  // "" = none
+};
+
+// Identity of a process that survives pid reuse: pid plus the kernel's start time.
+struct ProcessIdentity {
+  pid_t pid = 0;
+  int64_t start_time = 0;  // clock ticks since boot (/proc/<pid>/stat field 22)
+};
+
+struct Launched {
+  ProcessIdentity agent;
+  ProcessIdentity shim;
+};
+
+struct ExitRecord {
+  enum class Kind { kExited, kSignaled, kExecFailed };
+  Kind kind = Kind::kExited;
+  int value = 0;  // exit code, signal number, or errno
+};
+
+class ProcessBackend {
+ public:
+  virtual ~ProcessBackend() = default;
+
+  // Launches the shim, which launches the agent. Calls `done` on the engine thread with the
+  // identities once the shim confirms the exec, or with an error: NOT_FOUND/LAUNCH_FAILED when
+  // the executable cannot be executed (errno named), INTERNAL/LAUNCH_FAILED otherwise.
+  virtual void Launch(const LaunchSpec& spec,
+                      std::function<void(absl::StatusOr<Launched>)> done) = 0;
+
+  // Calls `on_exit` once on the engine thread when the shim `shim` has exited (immediately if
+  // it is already gone). Returns false when the process is not `shim` any more.
+  virtual bool WatchExit(const ProcessIdentity& shim, std::function<void()> on_exit) = 0;
+
+  // Reads the exit record the shim left in `run_dir`, if any.
+  virtual std::optional<ExitRecord> ReadExit(const std::string& run_dir) = 0;
+
+  // Sends `signal` to the process group led by `leader`. Errors: NOT_FOUND when the group is
+  // gone, INTERNAL otherwise.
+  virtual absl::Status SignalGroup(pid_t leader, int signal) = 0;
+
+  // True while any process of the group led by `leader` exists.
+  virtual bool GroupAlive(pid_t leader) = 0;
+
+  // True when `identity` names a live process (same pid AND same start time).
+  virtual bool IsAlive(const ProcessIdentity& identity) = 0;
+
+  // Runs a helper command (a stop/pause/resume template) detached, in `cwd` with `env`; it is
+  // reaped when it exits. Errors: LAUNCH_FAILED.
+  virtual absl::Status RunDetached(const std::string& exec, const std::vector<std::string>& args,
+                                   const std::vector<std::string>& env, const std::string& cwd) = 0;
+};
+
+// Reads the start time of `pid` from /proc. Errors: NOT_FOUND when there is no such process.
+absl::StatusOr<int64_t> ProcessStartTime(pid_t pid);
+
+// Parses a shim exit record ("exited 3", "signaled 9", "exec-failed 2").
+std::optional<ExitRecord> ParseExitRecord(const std::string& text);
+
+// Describes an exit for causes and messages: "exit code 3", "signal 9 (SIGKILL)", ...
+std::string DescribeExit(const ExitRecord& record);
+
+}  // namespace ktesio::daemon::process

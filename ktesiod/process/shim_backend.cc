@@ -1,0 +1,421 @@
+#include "process/shim_backend.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "boost/asio/post.hpp"
+#include "boost/asio/read_until.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/streambuf.hpp"
+#include "fs/fs.h"
+#include "ktesio/contract/error.h"
+
+namespace ktesio::daemon::process {
+namespace {
+
+namespace reason = contract::reason;
+namespace asio = boost::asio;
+
+absl::Status LaunchError(absl::StatusCode code, std::string_view message) {
+  return contract::MakeError(code, reason::kLaunchFailed, message);
+}
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+// Everything a spawn needs as C arrays, kept alive for the call.
+struct CArgs {
+  explicit CArgs(std::vector<std::string> values) : storage(std::move(values)) {
+    for (std::string& value : storage) {
+      pointers.push_back(value.data());
+    }
+    pointers.push_back(nullptr);
+  }
+  std::vector<std::string> storage;
+  std::vector<char*> pointers;
+};
+
+// posix_spawn attributes shared by the shim and template commands: a new session, an empty
+// signal mask and default dispositions (the daemon blocks and ignores signals of its own).
+void InitAttributes(posix_spawnattr_t* attr) {
+  posix_spawnattr_init(attr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigset_t all;
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(attr, &empty);
+  posix_spawnattr_setsigdefault(attr, &all);
+  posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+                                     POSIX_SPAWN_SETSIGDEF);
+}
+
+}  // namespace
+
+struct ShimBackend::Watch {
+  explicit Watch(asio::io_context& io) : descriptor(io) {}
+  asio::posix::stream_descriptor descriptor;
+  pid_t pid = 0;
+};
+
+absl::StatusOr<int64_t> ProcessStartTime(pid_t pid) {
+  std::ifstream file(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');
+  if (!file.good() && text.empty()) {
+    return absl::NotFoundError(absl::StrCat("no process ", pid));
+  }
+  if (paren == std::string::npos) {
+    return absl::NotFoundError(absl::StrCat("unreadable /proc/", pid, "/stat"));
+  }
+  std::vector<std::string> fields = absl::StrSplit(text.substr(paren + 2), ' ');
+  int64_t start = 0;
+  // Field 22 of stat; fields after ')' start at field 3.
+  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &start)) {
+    return absl::NotFoundError(absl::StrCat("unparsable /proc/", pid, "/stat"));
+  }
+  return start;
+}
+
+std::optional<ExitRecord> ParseExitRecord(const std::string& text) {
+  std::vector<std::string> words =
+      absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  if (words.size() != 2) {
+    return std::nullopt;
+  }
+  ExitRecord record;
+  if (!absl::SimpleAtoi(words[1], &record.value)) {
+    return std::nullopt;
+  }
+  if (words[0] == "exited") {
+    record.kind = ExitRecord::Kind::kExited;
+  } else if (words[0] == "signaled") {
+    record.kind = ExitRecord::Kind::kSignaled;
+  } else if (words[0] == "exec-failed") {
+    record.kind = ExitRecord::Kind::kExecFailed;
+  } else {
+    return std::nullopt;
+  }
+  return record;
+}
+
+std::string DescribeExit(const ExitRecord& record) {
+  switch (record.kind) {
+    case ExitRecord::Kind::kExited:
+      return absl::StrCat("exit code ", record.value);
+    case ExitRecord::Kind::kSignaled: {
+      const char* name = sigabbrev_np(record.value);
+      return absl::StrCat("signal ", record.value,
+                          name == nullptr ? "" : absl::StrCat(" (SIG", name, ")"));
+    }
+    case ExitRecord::Kind::kExecFailed:
+      return absl::StrCat("exec failed: ", std::strerror(record.value));
+  }
+  return "unknown exit";
+}
+
+std::string LocateShim() {
+  auto executable = [](const std::string& path) { return access(path.c_str(), X_OK) == 0; };
+  if (const char* env = std::getenv("KTESIO_SHIM"); env != nullptr && executable(env)) {
+    return env;
+  }
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    return "";
+  }
+  std::string dir(self, static_cast<size_t>(n));
+  dir = dir.substr(0, dir.rfind('/'));
+  for (const std::string& candidate : {dir + "/ktesio-shim", dir + "/shim/ktesio-shim"}) {
+    if (executable(candidate)) {
+      return candidate;
+    }
+  }
+  return "";
+}
+
+ShimBackend::ShimBackend(asio::io_context& io, std::string shim_path)
+    : io_(io), shim_path_(std::move(shim_path)) {}
+
+ShimBackend::~ShimBackend() = default;
+
+void ShimBackend::Launch(const LaunchSpec& spec,
+                         std::function<void(absl::StatusOr<Launched>)> done) {
+  if (absl::Status status = fs::MakeDirs(spec.run_dir, 0700); !status.ok()) {
+    done(status);
+    return;
+  }
+  for (const char* stale : {"/exit", "/agent.pid", "/shim.pid"}) {
+    unlink((spec.run_dir + stale).c_str());
+  }
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) {
+    done(LaunchError(absl::StatusCode::kInternal,
+                     absl::StrCat("cannot create the shim pipe: ", std::strerror(errno))));
+    return;
+  }
+  std::vector<std::string> argv = {shim_path_,
+                                   "--run-dir",
+                                   spec.run_dir,
+                                   "--log-dir",
+                                   spec.log_dir,
+                                   "--cwd",
+                                   spec.cwd,
+                                   "--max-bytes",
+                                   std::to_string(spec.log_max_bytes),
+                                   "--keep",
+                                   std::to_string(spec.log_keep),
+                                   "--ready-fd",
+                                   "3"};
+  if (spec.stdin_pipe) {
+    argv.push_back("--stdin-fifo");
+  }
+  if (!spec.usage_file.empty()) {
+    argv.push_back("--usage-file");
+    argv.push_back(spec.usage_file);
+  }
+  argv.push_back("--");
+  argv.push_back(spec.exec);
+  argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+  CArgs c_argv(argv);
+  CArgs c_env(spec.env);
+  const std::string shim_log = spec.run_dir + "/shim.log";
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, shim_log.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&actions, ready[1], 3);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  posix_spawnattr_t attr;
+  InitAttributes(&attr);
+  pid_t shim_pid = 0;
+  int rc = posix_spawn(&shim_pid, shim_path_.c_str(), &actions, &attr, c_argv.pointers.data(),
+                       c_env.pointers.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(ready[1]);
+  if (rc != 0) {
+    close(ready[0]);
+    done(LaunchError(absl::StatusCode::kInternal,
+                     absl::StrCat("cannot spawn ", shim_path_, ": ", std::strerror(rc))));
+    return;
+  }
+
+  struct Handshake {
+    Handshake(asio::io_context& io, int fd) : pipe(io, fd), timer(io) {}
+    asio::posix::stream_descriptor pipe;
+    asio::steady_timer timer;
+    asio::streambuf buffer;
+    bool finished = false;
+  };
+  auto handshake = std::make_shared<Handshake>(io_, ready[0]);
+  const std::string exec = spec.exec;
+  const std::string log_hint = shim_log;
+  auto finish = [this, handshake, shim_pid, exec, log_hint,
+                 done = std::move(done)](const boost::system::error_code& ec) {
+    if (handshake->finished) {
+      return;
+    }
+    handshake->finished = true;
+    handshake->timer.cancel();
+    std::istream in(&handshake->buffer);
+    std::string line;
+    std::getline(in, line);
+    handshake->pipe.close();
+    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    ProcessIdentity shim{shim_pid, ProcessStartTime(shim_pid).value_or(0)};
+    if (words.size() >= 3 && words[0] == "started") {
+      Launched launched;
+      launched.shim = shim;
+      int agent_pid = 0;
+      if (absl::SimpleAtoi(words[1], &agent_pid)) {
+        launched.agent = {agent_pid, ProcessStartTime(agent_pid).value_or(0)};
+        done(launched);
+        return;
+      }
+    }
+    // Not started: make sure the shim is reaped whenever it exits.
+    WatchExit(shim, [] {});
+    if (words.size() >= 2 && words[0] == "exec-failed") {
+      int err = 0;
+      absl::SimpleAtoi(words[1], &err);
+      done(LaunchError(err == ENOENT ? absl::StatusCode::kNotFound
+                                     : absl::StatusCode::kFailedPrecondition,
+                       absl::StrCat("cannot execute '", exec, "': ", std::strerror(err))));
+      return;
+    }
+    done(LaunchError(absl::StatusCode::kInternal,
+                     ec == asio::error::operation_aborted
+                         ? absl::StrCat("ktesio-shim did not confirm the launch within 10 s (see ",
+                                        log_hint, ")")
+                         : absl::StrCat("ktesio-shim ended before confirming the launch (see ",
+                                        log_hint, ")")));
+  };
+  auto shared_finish = std::make_shared<decltype(finish)>(std::move(finish));
+  asio::async_read_until(handshake->pipe, handshake->buffer, '\n',
+                         [shared_finish](const boost::system::error_code& ec, size_t) {
+                           (*shared_finish)(ec);
+                         });
+  handshake->timer.expires_after(std::chrono::seconds(10));
+  handshake->timer.async_wait([handshake, shared_finish](const boost::system::error_code& ec) {
+    if (!ec) {
+      handshake->pipe.cancel();
+      (*shared_finish)(asio::error::operation_aborted);
+    }
+  });
+}
+
+bool ShimBackend::WatchExit(const ProcessIdentity& shim, std::function<void()> on_exit) {
+  int fd = PidfdOpen(shim.pid);
+  if (fd < 0) {
+    Reap(shim.pid);
+    asio::post(io_, std::move(on_exit));
+    return errno == ESRCH;
+  }
+  // Verify identity after opening: the pidfd pins the process, so a pid reused before the open
+  // shows a different start time here.
+  absl::StatusOr<int64_t> start = ProcessStartTime(shim.pid);
+  if (shim.start_time != 0 && start.ok() && *start != shim.start_time) {
+    close(fd);
+    return false;
+  }
+  const uint64_t id = next_watch_++;
+  auto watch = std::make_unique<Watch>(io_);
+  watch->descriptor.assign(fd);
+  watch->pid = shim.pid;
+  Watch* raw = watch.get();
+  watches_[id] = std::move(watch);
+  raw->descriptor.async_wait(asio::posix::stream_descriptor::wait_read,
+                             [this, id, on_exit = std::move(on_exit)](
+                                 const boost::system::error_code& ec) {
+                               auto it = watches_.find(id);
+                               if (it == watches_.end()) {
+                                 return;
+                               }
+                               pid_t pid = it->second->pid;
+                               watches_.erase(it);
+                               if (ec == asio::error::operation_aborted) {
+                                 return;
+                               }
+                               Reap(pid);
+                               on_exit();
+                             });
+  return true;
+}
+
+void ShimBackend::Reap(pid_t pid) {
+  // Only our own children can be reaped; an adopted shim belongs to init (ECHILD is fine).
+  while (waitpid(pid, nullptr, WNOHANG) < 0 && errno == EINTR) {
+  }
+}
+
+std::optional<ExitRecord> ShimBackend::ReadExit(const std::string& run_dir) {
+  absl::StatusOr<std::string> text = fs::ReadFile(run_dir + "/exit");
+  if (!text.ok()) {
+    return std::nullopt;
+  }
+  return ParseExitRecord(*text);
+}
+
+absl::Status ShimBackend::SignalGroup(pid_t leader, int signal) {
+  if (leader <= 1) {
+    return absl::InvalidArgumentError("refusing to signal a group without a leader");
+  }
+  if (kill(-leader, signal) != 0) {
+    if (errno == ESRCH) {
+      return absl::NotFoundError(absl::StrCat("process group ", leader, " is gone"));
+    }
+    return absl::InternalError(
+        absl::StrCat("cannot signal process group ", leader, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+bool ShimBackend::GroupAlive(pid_t leader) {
+  if (leader <= 1 || (kill(-leader, 0) != 0 && errno == ESRCH)) {
+    return false;
+  }
+  // kill() also sees zombies waiting for a reaper; only count processes that can still run.
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) {
+    return true;
+  }
+  bool alive = false;
+  while (dirent* entry = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid)) {
+      continue;
+    }
+    std::ifstream file(absl::StrCat("/proc/", pid, "/stat"));
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    size_t paren = text.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= text.size()) {
+      continue;
+    }
+    std::vector<std::string> fields = absl::StrSplit(text.substr(paren + 2), ' ');
+    int pgrp = 0;
+    if (fields.size() > 2 && absl::SimpleAtoi(fields[2], &pgrp) && pgrp == leader &&
+        fields[0] != "Z" && fields[0] != "X") {
+      alive = true;
+      break;
+    }
+  }
+  closedir(proc);
+  return alive;
+}
+
+bool ShimBackend::IsAlive(const ProcessIdentity& identity) {
+  if (identity.pid <= 0) {
+    return false;
+  }
+  absl::StatusOr<int64_t> start = ProcessStartTime(identity.pid);
+  return start.ok() && *start == identity.start_time;
+}
+
+absl::Status ShimBackend::RunDetached(const std::string& exec,
+                                      const std::vector<std::string>& args,
+                                      const std::vector<std::string>& env,
+                                      const std::string& cwd) {
+  std::vector<std::string> argv = {exec};
+  argv.insert(argv.end(), args.begin(), args.end());
+  CArgs c_argv(argv);
+  CArgs c_env(env);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  posix_spawnattr_t attr;
+  InitAttributes(&attr);
+  pid_t pid = 0;
+  // posix_spawnp searches PATH of the daemon; a template exec is usually absolute or on PATH.
+  int rc = posix_spawnp(&pid, exec.c_str(), &actions, &attr, c_argv.pointers.data(),
+                        c_env.pointers.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return LaunchError(absl::StatusCode::kFailedPrecondition,
+                       absl::StrCat("cannot execute '", exec, "': ", std::strerror(rc)));
+  }
+  WatchExit({pid, 0}, [] {});
+  return absl::OkStatus();
+}
+
+}  // namespace ktesio::daemon::process

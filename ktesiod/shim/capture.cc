@@ -1,0 +1,181 @@
+#include "capture.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace ktesio::daemon::shim {
+namespace {
+
+constexpr std::size_t kReadChunk = 64 * 1024;
+// Records are flushed at this size even mid-chunk, bounding memory when a chunk holds many tiny
+// lines (each record adds ~35 bytes of timestamp and stream name).
+constexpr std::size_t kFlushBytes = 256 * 1024;
+constexpr int kDrainMs = 2000;
+// After the agent exited, a disk that stays full must not keep the exit record from being written.
+constexpr std::chrono::seconds kExitWriteBudget{30};
+
+int RemainingMs(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() < 0 ? 0 : static_cast<int>(left.count());
+}
+
+}  // namespace
+
+Capture::Capture(const CaptureConfig& config)
+    : config_(config), read_buffer_(std::make_unique<char[]>(kReadChunk)) {
+  out_.fd = config.out_fd;
+  out_.name = "agent-out";
+  out_.usage = config.usage_fd >= 0;
+  err_.fd = config.err_fd;
+  err_.name = "agent-err";
+}
+
+Capture::~Capture() {
+  CloseStream(&out_);
+  CloseStream(&err_);
+}
+
+int Capture::Run() {
+  while (!agent_exited_) {
+    PollOnce(-1);
+  }
+  // What the agent wrote before dying is already in the pipes; take it before the group kill so
+  // that descendants killed mid-write cannot be mistaken for the agent's last words.
+  while (ReadChunk(&out_) == ReadResult::kData) {
+  }
+  while (ReadChunk(&err_) == ReadResult::kData) {
+  }
+  // The agent is still an unreaped zombie, so its pid (= its process group id) cannot have been
+  // reused: this kill can only reach the agent's own leftovers.
+  kill(-config_.agent, SIGKILL);
+  int status = 0;
+  while (waitpid(config_.agent, &status, 0) < 0 && errno == EINTR) {
+  }
+  Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(kDrainMs);
+  give_up_at_ = Clock::now() + kExitWriteBudget;
+  while ((out_.fd >= 0 || err_.fd >= 0) && Clock::now() < deadline) {
+    PollOnce(RemainingMs(deadline));
+  }
+  // A descendant outside the group may still hold a pipe open; stop waiting for it.
+  CloseStream(&out_);
+  CloseStream(&err_);
+  ReapOthers();
+  return status;
+}
+
+void Capture::PollOnce(int timeout_ms) {
+  pollfd fds[3] = {{out_.fd, POLLIN, 0}, {err_.fd, POLLIN, 0}, {config_.signal_fd, POLLIN, 0}};
+  int n = poll(fds, 3, timeout_ms);
+  if (n <= 0) {
+    return;  // Timeout, or EINTR (nothing is caught, but be robust).
+  }
+  if (fds[0].revents != 0) {
+    ReadChunk(&out_);
+  }
+  if (fds[1].revents != 0) {
+    ReadChunk(&err_);
+  }
+  if (fds[2].revents != 0) {
+    OnSigchld();
+  }
+}
+
+Capture::ReadResult Capture::ReadChunk(Stream* stream) {
+  if (stream->fd < 0) {
+    return ReadResult::kEof;
+  }
+  ssize_t n = read(stream->fd, read_buffer_.get(), kReadChunk);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+    return ReadResult::kEmpty;
+  }
+  if (n <= 0) {
+    CloseStream(stream);
+    return ReadResult::kEof;
+  }
+  std::string_view ts = timestamps_.Now();
+  stream->framer.Feed(std::string_view(read_buffer_.get(), static_cast<std::size_t>(n)),
+                      [&](std::string_view text, bool whole) {
+                        AddRecord(*stream, ts, text, whole);
+                      });
+  Flush();
+  return ReadResult::kData;
+}
+
+void Capture::CloseStream(Stream* stream) {
+  if (stream->fd < 0) {
+    return;
+  }
+  close(stream->fd);
+  stream->fd = -1;
+  std::string_view ts = timestamps_.Now();
+  stream->framer.Finish(
+      [&](std::string_view text, bool whole) { AddRecord(*stream, ts, text, whole); });
+  Flush();
+}
+
+void Capture::AddRecord(const Stream& stream, std::string_view timestamp, std::string_view text,
+                        bool whole) {
+  // Only whole lines are usage lines: a piece of an over-long line is not a parseable one.
+  if (stream.usage && whole && IsUsageLine(text)) {
+    usage_buffer_.append(text);
+    usage_buffer_.push_back('\n');
+  }
+  AppendRecord(&log_buffer_, timestamp, stream.name, text);
+  if (log_buffer_.size() >= kFlushBytes) {
+    Flush();
+  }
+}
+
+void Capture::Flush() {
+  // Usage lines first: once a record is in the log, its usage line is already durable in the
+  // usage file, whichever of the two a reader looks at.
+  if (!usage_buffer_.empty()) {
+    WriteFully(config_.usage_fd, usage_buffer_, "usage file", give_up_at_);
+    usage_buffer_.clear();
+  }
+  if (!log_buffer_.empty()) {
+    config_.log->Append(log_buffer_, give_up_at_);
+    log_buffer_.clear();
+  }
+}
+
+void Capture::OnSigchld() {
+  signalfd_siginfo info;
+  while (read(config_.signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+  }
+  if (agent_exited_) {
+    ReapOthers();
+    return;
+  }
+  // Peek before reaping: the agent is left a zombie until its group has been killed (see Run).
+  for (;;) {
+    siginfo_t child{};
+    if (waitid(P_ALL, 0, &child, WEXITED | WNOHANG | WNOWAIT) != 0 || child.si_pid == 0) {
+      return;
+    }
+    if (child.si_pid == config_.agent) {
+      agent_exited_ = true;
+      return;
+    }
+    waitpid(child.si_pid, nullptr, WNOHANG);  // An orphaned descendant (we are a subreaper).
+  }
+}
+
+void Capture::ReapOthers() {
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
+std::string FormatExitRecord(int wait_status) {
+  if (WIFSIGNALED(wait_status)) {
+    return "signaled " + std::to_string(WTERMSIG(wait_status)) + "\n";
+  }
+  return "exited " + std::to_string(WEXITSTATUS(wait_status)) + "\n";
+}
+
+}  // namespace ktesio::daemon::shim

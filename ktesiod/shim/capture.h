@@ -1,0 +1,73 @@
+#pragma once
+
+// The shim's single event loop: reads the agent's stdout and stderr pipes, frames them into
+// timestamped records for the segment log (and copies usage lines), and watches SIGCHLD through
+// a signalfd. No threads: one poll() over three descriptors.
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "framer.h"
+#include "io.h"
+#include "segments.h"
+
+namespace ktesio::daemon::shim {
+
+struct CaptureConfig {
+  int out_fd = -1;     // Read end of the agent's stdout pipe; owned (closed) by Capture.
+  int err_fd = -1;     // Read end of the agent's stderr pipe; owned by Capture.
+  int signal_fd = -1;  // signalfd for SIGCHLD (SIGCHLD blocked).
+  pid_t agent = -1;
+  SegmentLog* log = nullptr;
+  int usage_fd = -1;  // -1: no usage file.
+};
+
+class Capture {
+ public:
+  explicit Capture(const CaptureConfig& config);
+  ~Capture();
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+
+  // Captures until the agent has exited, kills what is left of its process group, drains the
+  // pipes (to EOF or for at most 2 s), and returns the agent's raw wait status.
+  int Run();
+
+ private:
+  struct Stream {
+    int fd = -1;
+    std::string_view name;
+    bool usage = false;  // Copy usage lines from this stream.
+    LineFramer framer;
+  };
+  enum class ReadResult { kData, kEmpty, kEof };
+
+  ReadResult ReadChunk(Stream* stream);
+  void CloseStream(Stream* stream);
+  void AddRecord(const Stream& stream, std::string_view timestamp, std::string_view text,
+                 bool whole);
+  void Flush();
+  // Waits for readable pipes or SIGCHLD for at most `timeout_ms` (-1: forever) and handles them.
+  void PollOnce(int timeout_ms);
+  void OnSigchld();
+  void ReapOthers();
+
+  CaptureConfig config_;
+  Stream out_;
+  Stream err_;
+  std::unique_ptr<char[]> read_buffer_;
+  std::string log_buffer_;
+  std::string usage_buffer_;
+  TimestampFormatter timestamps_;
+  bool agent_exited_ = false;  // Exited but deliberately not reaped yet (see OnSigchld).
+  Clock::time_point give_up_at_ = kNever;
+};
+
+// The exit record for a wait status: "exited <code>" or "signaled <signo>", with '\n'.
+std::string FormatExitRecord(int wait_status);
+
+}  // namespace ktesio::daemon::shim

@@ -1,0 +1,187 @@
+#include "shim.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "capture.h"
+#include "io.h"
+#include "segments.h"
+#include "spawn.h"
+
+namespace ktesio::daemon::shim {
+namespace {
+
+constexpr const char* kStdinFifo = "stdin";
+constexpr const char* kExitFile = "exit";
+
+// Descriptors the shim sets up before the fork. The child-side ones are closed after it.
+struct Plumbing {
+  int stdin_keep = -1;  // O_RDWR on the FIFO, held for the shim's life (see SetUpStdin).
+  AgentStdio child;     // The agent's ends.
+  int out_read = -1;
+  int err_read = -1;
+  int signal_fd = -1;
+  int usage_fd = -1;
+};
+
+// The daemon never signals the shim; a stray terminal or broken-pipe signal must not end it.
+// SIGCHLD is blocked and read through a signalfd instead.
+int SetUpSignals(std::string* error) {
+  for (int sig : {SIGINT, SIGHUP, SIGPIPE, SIGTERM}) {
+    signal(sig, SIG_IGN);
+  }
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, nullptr);
+  int fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd < 0) {
+    *error = ErrnoMessage("signalfd", errno);
+  }
+  return fd;
+}
+
+// With a FIFO, the shim's own O_RDWR open means the agent never sees EOF when a writer (any
+// daemon incarnation) goes away, and a writer opening O_WRONLY|O_NONBLOCK always finds a reader.
+bool SetUpStdin(const Options& o, Plumbing* p, std::string* error) {
+  if (!o.stdin_fifo) {
+    p->child.in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (p->child.in < 0) {
+      *error = ErrnoMessage("open /dev/null", errno);
+    }
+    return p->child.in >= 0;
+  }
+  std::string path = o.run_dir + "/" + kStdinFifo;
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    *error = ErrnoMessage("unlink " + path, errno);
+    return false;
+  }
+  if (mkfifo(path.c_str(), 0600) != 0) {
+    *error = ErrnoMessage("mkfifo " + path, errno);
+    return false;
+  }
+  p->stdin_keep = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  // Opened after the O_RDWR end exists, so this O_RDONLY open does not block.
+  p->child.in = p->stdin_keep < 0 ? -1 : open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (p->child.in < 0) {
+    *error = ErrnoMessage("open " + path, errno);
+    return false;
+  }
+  return true;
+}
+
+bool MakePipe(int* read_end, int* write_end, std::string* error) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    *error = ErrnoMessage("pipe2", errno);
+    return false;
+  }
+  // Only the shim's end is non-blocking: the agent must block (backpressure), never see EAGAIN.
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  *read_end = fds[0];
+  *write_end = fds[1];
+  return true;
+}
+
+bool SetUpPlumbing(const Options& o, Plumbing* p, std::string* error) {
+  if (!o.usage_file.empty()) {
+    p->usage_fd = open(o.usage_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (p->usage_fd < 0) {
+      *error = ErrnoMessage("open " + o.usage_file, errno);
+      return false;
+    }
+  }
+  return SetUpStdin(o, p, error) && MakePipe(&p->out_read, &p->child.out, error) &&
+         MakePipe(&p->err_read, &p->child.err, error) &&
+         (p->signal_fd = SetUpSignals(error)) >= 0;
+}
+
+void CloseChildEnds(Plumbing* p) {
+  for (int* fd : {&p->child.in, &p->child.out, &p->child.err}) {
+    if (*fd >= 0) {
+      close(*fd);
+      *fd = -1;
+    }
+  }
+}
+
+void Handshake(const Options& o, const std::string& line) {
+  if (o.ready_fd >= 0) {
+    WriteOnce(o.ready_fd, line);  // The daemon may be gone already (EPIPE): not our problem.
+    close(o.ready_fd);
+  }
+}
+
+int SetupFailed(const Options& o, const std::string& error) {
+  Report(error);
+  Handshake(o, "shim-error " + error + "\n");
+  return kExitSetupFailed;
+}
+
+bool WriteExitRecord(const Options& o, const std::string& record) {
+  std::string error;
+  if (!WriteFileAtomic(o.run_dir, kExitFile, record, /*durable=*/true, &error)) {
+    Report(error);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int RunShim(const Options& o) {
+  if (o.ready_fd >= 0) {
+    fcntl(o.ready_fd, F_SETFD, FD_CLOEXEC);
+  }
+  // Orphaned descendants of the agent are re-parented to the shim rather than to init, so the
+  // shim reaps them and none of them escapes its supervision as someone else's zombie.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  std::string error;
+  // A run directory may be reused by a restart: a stale exit record or agent pid would describe
+  // the previous run.
+  for (const char* stale : {kExitFile, "agent.pid"}) {
+    unlink((o.run_dir + "/" + stale).c_str());
+  }
+  if (!WriteFileAtomic(o.run_dir, "shim.pid", std::to_string(getpid()) + "\n", false, &error)) {
+    return SetupFailed(o, error);
+  }
+  SegmentLog log(o.log_dir, o.max_bytes, o.keep);
+  Plumbing p;
+  if (!log.Open(&error) || !SetUpPlumbing(o, &p, &error)) {
+    return SetupFailed(o, error);
+  }
+  SpawnResult spawn = SpawnAgent(o.command, o.cwd, p.child);
+  CloseChildEnds(&p);
+  if (spawn.error != 0) {
+    Handshake(o, "exec-failed " + std::to_string(spawn.error) + " " +
+                     std::strerror(spawn.error) + "\n");
+    WriteExitRecord(o, "exec-failed " + std::to_string(spawn.error) + "\n");
+    return 0;
+  }
+  if (!WriteFileAtomic(o.run_dir, "agent.pid", std::to_string(spawn.pid) + "\n", false,
+                       &error)) {
+    Report(error);  // The handshake still names the pid; keep supervising the running agent.
+  }
+  Handshake(o, "started " + std::to_string(spawn.pid) + " " + std::to_string(getpid()) + "\n");
+
+  CaptureConfig config;
+  config.out_fd = p.out_read;
+  config.err_fd = p.err_read;
+  config.signal_fd = p.signal_fd;
+  config.agent = spawn.pid;
+  config.log = &log;
+  config.usage_fd = p.usage_fd;
+  int status = Capture(config).Run();
+  WriteExitRecord(o, FormatExitRecord(status));
+  return 0;
+}
+
+}  // namespace ktesio::daemon::shim

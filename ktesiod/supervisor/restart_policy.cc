@@ -1,0 +1,66 @@
+#include "supervisor/restart_policy.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "ktesio/contract/error.h"
+
+namespace ktesio::daemon::supervisor {
+
+std::string RestartPolicyName(RestartPolicyKind policy) {
+  switch (policy) {
+    case RestartPolicyKind::kNever:
+      return "never";
+    case RestartPolicyKind::kOnFailure:
+      return "on-failure";
+    case RestartPolicyKind::kAlways:
+      return "always";
+  }
+  return "on-failure";
+}
+
+absl::StatusOr<RestartPolicyKind> ParseRestartPolicy(std::string_view name) {
+  for (RestartPolicyKind policy :
+       {RestartPolicyKind::kNever, RestartPolicyKind::kOnFailure, RestartPolicyKind::kAlways}) {
+    if (RestartPolicyName(policy) == name) {
+      return policy;
+    }
+  }
+  return contract::MakeError(absl::StatusCode::kInvalidArgument, contract::reason::kConfigInvalid,
+                             absl::StrCat("restart.policy must be never, on-failure or always, "
+                                          "got '",
+                                          std::string(name), "'"));
+}
+
+RestartDecision DecideRestart(const RestartSettings& settings, const ExitFacts& facts) {
+  RestartDecision decision;
+  int64_t streak = facts.crash_streak;
+  if (facts.run_duration_ms >= settings.reset_after_ms) {
+    streak = 0;
+  }
+  if (facts.clean) {
+    decision.crash_streak = 0;
+    decision.restart = settings.policy == RestartPolicyKind::kAlways;
+    return decision;
+  }
+  streak += 1;
+  decision.crash_streak = streak;
+  if (settings.policy == RestartPolicyKind::kNever) {
+    return decision;
+  }
+  if (streak >= settings.max_consecutive) {
+    decision.crash_loop = true;
+    return decision;
+  }
+  if (streak >= 2) {
+    int64_t delay = settings.backoff_initial_ms;
+    for (int64_t i = 2; i < streak && delay < settings.backoff_max_ms; ++i) {
+      delay *= 2;
+    }
+    decision.delay_ms = std::min(delay, settings.backoff_max_ms);
+  }
+  decision.restart = true;
+  return decision;
+}
+
+}  // namespace ktesio::daemon::supervisor

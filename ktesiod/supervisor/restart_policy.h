@@ -1,0 +1,47 @@
+#pragma once
+
+// The restart decision as a pure function (product.md §4), table-tested.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace ktesio::daemon::supervisor {
+
+enum class RestartPolicyKind { kNever, kOnFailure, kAlways };
+
+std::string RestartPolicyName(RestartPolicyKind policy);  // "never"|"on-failure"|"always"
+absl::StatusOr<RestartPolicyKind> ParseRestartPolicy(std::string_view name);
+
+struct RestartSettings {
+  RestartPolicyKind policy = RestartPolicyKind::kOnFailure;
+  int64_t backoff_initial_ms = 1000;
+  int64_t backoff_max_ms = 60000;
+  int64_t max_consecutive = 5;
+  int64_t reset_after_ms = 60000;
+};
+
+struct ExitFacts {
+  bool clean = false;          // exit code 0
+  int64_t run_duration_ms = 0;  // how long the run stayed up
+  int64_t crash_streak = 0;    // consecutive crashes before this exit
+};
+
+struct RestartDecision {
+  bool restart = false;
+  int64_t delay_ms = 0;
+  int64_t crash_streak = 0;  // the streak after this exit (0 after a clean or healthy run)
+  bool crash_loop = false;   // gave up: max_consecutive consecutive crashes
+};
+
+// Decides what follows an unrequested exit.
+//  - a run that stayed up >= reset_after_ms resets the streak first;
+//  - never: no restart; on-failure: restart crashes only; always: restart every exit;
+//  - the n-th consecutive crash restarts after 0 ms for n = 1, else
+//    min(backoff_initial_ms * 2^(n-2), backoff_max_ms);
+//  - when the streak reaches max_consecutive, no restart and crash_loop = true.
+RestartDecision DecideRestart(const RestartSettings& settings, const ExitFacts& facts);
+
+}  // namespace ktesio::daemon::supervisor

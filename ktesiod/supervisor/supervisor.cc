@@ -1,0 +1,530 @@
+#include "supervisor/supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "boost/asio/post.hpp"
+#include "fs/fs.h"
+#include "ktesio/contract/error.h"
+#include "ktesio/contract/json_writer.h"
+#include "logs/segments.h"
+#include "supervisor/runtime.h"
+
+extern char** environ;
+
+namespace ktesio::daemon::supervisor {
+
+namespace reason = contract::reason;
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr auto kReadinessWindow = std::chrono::milliseconds(300);
+
+v1::SupportLevel LevelHere(const v1::CapabilityLevels& levels) {
+  // Built for Linux; other OSes would pick their own field here.
+  return levels.on_linux();
+}
+
+bool Supported(v1::SupportLevel level) {
+  return level == v1::SUPPORT_LEVEL_GUARANTEED || level == v1::SUPPORT_LEVEL_BEST_EFFORT;
+}
+
+std::string QuoteDeclaration(const std::string& capability, v1::SupportLevel level) {
+  if (level == v1::SUPPORT_LEVEL_UNSPECIFIED) {
+    return absl::StrCat("the declaration has no ", capability,
+                        " entry for linux (a missing entry projects to unsupported)");
+  }
+  return absl::StrCat("the declaration says ", capability, ".linux = \"unsupported\"");
+}
+
+}  // namespace
+
+std::string CurrentBootId() {
+  std::ifstream file("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(file, id);
+  return id;
+}
+
+Supervisor::Supervisor(asio::io_context& io, store::Store& store, process::ProcessBackend& backend,
+                       Clock clock, std::shared_ptr<spdlog::logger> logger, Hooks hooks)
+    : io_(io),
+      store_(store),
+      backend_(backend),
+      clock_(std::move(clock)),
+      log_(std::move(logger)),
+      hooks_(std::move(hooks)) {}
+
+Supervisor::~Supervisor() = default;
+
+Supervisor::Runtime& Supervisor::RuntimeFor(const store::InstanceRow& row) {
+  std::unique_ptr<Runtime>& runtime = runtimes_[row.name];
+  if (runtime == nullptr) {
+    runtime = std::make_unique<Runtime>(io_);
+  }
+  return *runtime;
+}
+
+absl::StatusOr<store::InstanceRow> Supervisor::Load(const std::string& name) {
+  absl::StatusOr<std::optional<store::InstanceRow>> row = store_.FindInstance(name);
+  if (!row.ok()) {
+    return row.status();
+  }
+  if (!row->has_value()) {
+    return contract::MakeError(absl::StatusCode::kNotFound, reason::kNotFound,
+                               absl::StrCat("no Agent Instance named '", name, "'"));
+  }
+  return std::move(**row);
+}
+
+InstanceSettings Supervisor::SettingsFor(const store::InstanceRow& row) {
+  return hooks_.settings ? hooks_.settings(row) : InstanceSettings();
+}
+
+absl::Status Supervisor::Commit(store::InstanceRow& row, State to, const std::string& cause) {
+  const State from = ParseState(row.state).value_or(State::kRegistered);
+  const int64_t now = clock_();
+  row.state = std::string(StateName(to));
+  row.cause = cause;
+  row.state_since_ms = now;
+  contract::JsonWriter payload;
+  payload.BeginObject().Key("schema_version").Int(1).Key("instance").String(row.name);
+  payload.Key("prior_state").String(StateName(from)).Key("new_state").String(StateName(to));
+  payload.Key("cause").String(cause).Key("at").String(logs::FormatLogTime(now)).EndObject();
+  absl::Status status = store_.InTransaction([&]() -> absl::Status {
+    if (absl::Status s = store_.UpdateInstance(row); !s.ok()) {
+      return s;
+    }
+    return store_.AppendEvent({0, now, row.name, "transition", payload.str()}).status();
+  });
+  if (!status.ok()) {
+    log_->error("commit failed instance={} to={} error={}", row.name, StateName(to),
+                std::string(status.message()));
+    return status;
+  }
+  log_->info("transition instance={} from={} to={} cause=\"{}\"", row.name, StateName(from),
+             StateName(to), cause);
+  EngineLine(row, absl::StrCat("transition ", StateName(from), " -> ", StateName(to), " (",
+                               cause, ")"));
+  if (hooks_.on_transition) {
+    hooks_.on_transition(row, from, to);
+  }
+  return absl::OkStatus();
+}
+
+void Supervisor::EngineLine(const store::InstanceRow& row, const std::string& text) {
+  absl::Status status = logs::AppendEngineLine(row.home + "/logs", clock_(), text);
+  if (!status.ok()) {
+    log_->warn("engine log line lost instance={} error={}", row.name,
+               std::string(status.message()));
+  }
+}
+
+void Supervisor::Finish(std::vector<Done>& waiters, const absl::Status& status,
+                        const std::vector<std::string>& notices) {
+  std::vector<Done> ready;
+  ready.swap(waiters);
+  for (Done& done : ready) {
+    done(status, notices);
+  }
+}
+
+std::vector<std::string> Supervisor::BaseEnvironment() const {
+  // The safe base of the daemon's own environment (product.md §4); nothing else leaks through.
+  static constexpr const char* kPassed[] = {"PATH", "HOME",   "LANG",    "LANGUAGE", "LC_ALL",
+                                            "TZ",   "USER",   "LOGNAME", "SHELL",    "TMPDIR",
+                                            "TERM", "LC_CTYPE", "LC_MESSAGES"};
+  std::vector<std::string> env;
+  for (const char* name : kPassed) {
+    if (const char* value = std::getenv(name); value != nullptr) {
+      env.push_back(absl::StrCat(name, "=", value));
+    }
+  }
+  return env;
+}
+
+void Supervisor::Start(const std::string& name, Done done) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    done(row.status(), {});
+    return;
+  }
+  Runtime& rt = RuntimeFor(*row);
+  const State state = ParseState(row->state).value_or(State::kRegistered);
+  if (absl::Status status = CheckCommand(state, Command::kStart); !status.ok()) {
+    done(status, {});
+    return;
+  }
+  // An operator start supersedes a pending automatic restart and resets the crash counters.
+  rt.restart_pending = false;
+  rt.restart_timer.cancel();
+  row->crash_streak = 0;
+  row->restart_count = 0;
+  rt.automatic_start = false;
+  rt.start_waiters.push_back(std::move(done));
+  Launch(std::move(*row), false);
+}
+
+void Supervisor::Launch(store::InstanceRow row, bool automatic) {
+  Runtime& rt = RuntimeFor(row);
+  v1::AdapterSnapshot snapshot;
+  if (!snapshot.ParseFromString(row.snapshot)) {
+    Finish(rt.start_waiters, contract::MakeError(absl::StatusCode::kInternal, reason::kStoreError,
+                                                 "the registration snapshot is unreadable"));
+    return;
+  }
+  Delivery delivery;
+  if (hooks_.deliver) {
+    absl::StatusOr<Delivery> rendered = hooks_.deliver(row, snapshot);
+    if (!rendered.ok()) {
+      // Refused before launch: the state is unchanged (for an automatic restart the instance
+      // stays failed with the refusal as its cause).
+      if (automatic) {
+        Commit(row, State::kFailed, absl::StrCat("launch-error: ", rendered.status().message()))
+            .IgnoreError();
+      }
+      Finish(rt.start_waiters, rendered.status());
+      return;
+    }
+    delivery = std::move(*rendered);
+  }
+  const InstanceSettings settings = SettingsFor(row);
+  row.current_run += 1;
+  row.pid.reset();
+  row.pid_start_time.reset();
+  row.shim_pid.reset();
+  row.shim_start_time.reset();
+  const std::string cause =
+      automatic ? absl::StrCat("restarted{count=", row.restart_count,
+                               ",waited_ms=", rt.restart_delay_ms, "}")
+                : "start-requested";
+  if (absl::Status status = Commit(row, State::kStarting, cause); !status.ok()) {
+    Finish(rt.start_waiters, status);
+    return;
+  }
+  store_.BeginRun(row.id, row.current_run, clock_()).IgnoreError();
+  rt.automatic_start = automatic;
+  rt.start_notices = delivery.notices;
+
+  process::LaunchSpec spec;
+  spec.exec = snapshot.start().exec();
+  spec.args.assign(snapshot.start().args().begin(), snapshot.start().args().end());
+  spec.args.insert(spec.args.end(), delivery.extra_args.begin(), delivery.extra_args.end());
+  std::map<std::string, std::string> env;
+  for (const std::string& entry : BaseEnvironment()) {
+    env[entry.substr(0, entry.find('='))] = entry.substr(entry.find('=') + 1);
+  }
+  for (const auto& [key, value] : snapshot.start().env()) {
+    env[key] = value;
+  }
+  for (const auto& [key, value] : delivery.env) {
+    env[key] = value;
+  }
+  for (const auto& [key, value] : env) {
+    spec.env.push_back(absl::StrCat(key, "=", value));
+  }
+  spec.cwd = row.home;
+  spec.stdin_pipe = Supported(LevelHere(snapshot.capabilities().interaction()));
+  spec.run_dir = RunDir(row.home);
+  spec.log_dir = row.home + "/logs";
+  spec.log_max_bytes = settings.log_max_bytes;
+  spec.log_keep = settings.log_keep;
+  if (snapshot.metering_source() == v1::METERING_SOURCE_SELF_REPORTED) {
+    spec.usage_file = absl::StrCat(spec.run_dir, "/usage-", row.current_run, ".log");
+  }
+  const uint64_t generation = ++rt.generation;
+  const std::string name = row.name;
+  backend_.Launch(spec, [this, name, generation](absl::StatusOr<process::Launched> launched) {
+    OnLaunched(name, generation, std::move(launched));
+  });
+}
+
+void Supervisor::OnLaunched(const std::string& name, uint64_t generation,
+                            absl::StatusOr<process::Launched> launched) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    return;
+  }
+  Runtime& rt = RuntimeFor(*row);
+  if (rt.generation != generation || row->state != "starting") {
+    return;
+  }
+  if (!launched.ok()) {
+    row->last_exit = std::string(launched.status().message());
+    Commit(*row, State::kFailed, absl::StrCat("launch-error: ", launched.status().message()))
+        .IgnoreError();
+    store_.EndRun(row->id, row->current_run, clock_(), row->cause).IgnoreError();
+    Finish(rt.start_waiters, absl::OkStatus(), rt.start_notices);
+    if (rt.automatic_start) {
+      InstanceSettings settings = SettingsFor(*row);
+      RestartDecision decision =
+          DecideRestart(settings.restart, {false, 0, row->crash_streak});
+      row->crash_streak = decision.crash_streak;
+      store_.UpdateInstance(*row).IgnoreError();
+      ScheduleRestart(*row, decision);
+    }
+    return;
+  }
+  // The write-ahead spawn record: committed before the agent counts as supervised.
+  row->pid = launched->agent.pid;
+  row->pid_start_time = launched->agent.start_time;
+  row->shim_pid = launched->shim.pid;
+  row->shim_start_time = launched->shim.start_time;
+  row->boot_id = CurrentBootId();
+  row->started_at_ms = clock_();
+  if (absl::Status status = store_.UpdateInstance(*row); !status.ok()) {
+    log_->error("spawn record not committed instance={} error={}", name,
+                std::string(status.message()));
+  }
+  backend_.WatchExit(launched->shim, [this, name, generation] { OnExit(name, generation); });
+  rt.ready_timer.expires_after(kReadinessWindow);
+  rt.ready_timer.async_wait([this, name, generation](const boost::system::error_code& ec) {
+    if (!ec) {
+      OnReady(name, generation);
+    }
+  });
+}
+
+void Supervisor::OnReady(const std::string& name, uint64_t generation) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    return;
+  }
+  Runtime& rt = RuntimeFor(*row);
+  if (rt.generation != generation || row->state != "starting") {
+    return;
+  }
+  absl::Status status = Commit(*row, State::kRunning, "adapter-ready");
+  Finish(rt.start_waiters, status, rt.start_notices);
+}
+
+void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_seconds,
+                      Done done) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    done(row.status(), {});
+    return;
+  }
+  Runtime& rt = RuntimeFor(*row);
+  const State state = ParseState(row->state).value_or(State::kRegistered);
+  if (rt.restart_pending && (state == State::kFailed || state == State::kStopped)) {
+    rt.restart_pending = false;
+    rt.restart_timer.cancel();
+    EngineLine(*row, "pending restart cancelled by an operator stop");
+    done(absl::OkStatus(), {"the pending automatic restart was cancelled"});
+    return;
+  }
+  if (absl::Status status = CheckCommand(state, Command::kStop); !status.ok()) {
+    done(status, {});
+    return;
+  }
+  if (absl::Status status = Commit(*row, State::kStopping, "stop-requested"); !status.ok()) {
+    done(status, {});
+    return;
+  }
+  rt.stop_waiters.push_back(std::move(done));
+  rt.stop_notices.clear();
+  if (state == State::kPaused) {
+    // A frozen group cannot act on SIGTERM; thaw it first.
+    backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGCONT).IgnoreError();
+  }
+  BeginStop(*row, timeout_seconds.value_or(30));
+}
+
+void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
+  Runtime& rt = RuntimeFor(row);
+  rt.kill_sent = false;
+  rt.stop_window_s = window_seconds;
+  const uint64_t generation = rt.generation;
+  const std::string name = row.name;
+  const pid_t leader = static_cast<pid_t>(row.pid.value_or(0));
+  if (window_seconds == 0) {
+    Escalate(name, generation);
+    return;
+  }
+  v1::AdapterSnapshot snapshot;
+  snapshot.ParseFromString(row.snapshot);
+  bool signalled = false;
+  if (!snapshot.stop().exec().empty()) {
+    std::vector<std::string> args(snapshot.stop().args().begin(), snapshot.stop().args().end());
+    std::vector<std::string> env = BaseEnvironment();
+    for (const auto& [key, value] : snapshot.stop().env()) {
+      env.push_back(absl::StrCat(key, "=", value));
+    }
+    absl::Status status = backend_.RunDetached(snapshot.stop().exec(), args, env, row.home);
+    if (status.ok()) {
+      EngineLine(row, absl::StrCat("stop template started: ", snapshot.stop().exec()));
+      signalled = true;
+    } else {
+      rt.stop_notices.push_back(absl::StrCat("stop template failed (", status.message(),
+                                             "); sent SIGTERM instead"));
+    }
+  }
+  if (!signalled) {
+    backend_.SignalGroup(leader, SIGTERM).IgnoreError();
+  }
+  rt.stop_timer.expires_after(std::chrono::seconds(window_seconds));
+  rt.stop_timer.async_wait([this, name, generation](const boost::system::error_code& ec) {
+    if (!ec) {
+      Escalate(name, generation);
+    }
+  });
+}
+
+void Supervisor::Escalate(const std::string& name, uint64_t generation) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    return;
+  }
+  Runtime& rt = RuntimeFor(*row);
+  if (rt.generation != generation || row->state != "stopping") {
+    return;
+  }
+  rt.kill_sent = true;
+  backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGKILL).IgnoreError();
+  EngineLine(*row, "stop escalated: SIGKILL to the whole process group");
+  rt.confirm_timer.expires_after(std::chrono::seconds(5));
+  rt.confirm_timer.async_wait([this, name, generation](const boost::system::error_code& ec) {
+    if (!ec) {
+      ConfirmTimeout(name, generation);
+    }
+  });
+}
+
+void Supervisor::ConfirmTimeout(const std::string& name, uint64_t generation) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    return;
+  }
+  Runtime& rt = RuntimeFor(*row);
+  if (rt.generation != generation || row->state != "stopping") {
+    return;
+  }
+  Finish(rt.stop_waiters,
+         contract::MakeError(
+             absl::StatusCode::kDeadlineExceeded, reason::kStopNotConfirmed,
+             absl::StrCat("the process group of '", name, "' (pgid ", row->pid.value_or(0),
+                          ") did not exit within 5 s after SIGKILL; it stays 'stopping'")));
+}
+
+void Supervisor::Restart(const std::string& name, std::optional<uint32_t> timeout_seconds,
+                         Done done) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    done(row.status(), {});
+    return;
+  }
+  const State state = ParseState(row->state).value_or(State::kRegistered);
+  if (state != State::kRunning && state != State::kPaused) {
+    Start(name, std::move(done));
+    return;
+  }
+  Stop(name, timeout_seconds,
+       [this, name, done = std::move(done)](absl::Status status, std::vector<std::string> notes) {
+         if (!status.ok()) {
+           done(status, notes);
+           return;
+         }
+         Start(name, [done, notes](absl::Status start_status, std::vector<std::string> more) {
+           more.insert(more.begin(), notes.begin(), notes.end());
+           done(start_status, more);
+         });
+       });
+}
+
+void Supervisor::Pause(const std::string& name, Done done) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    done(row.status(), {});
+    return;
+  }
+  const State state = ParseState(row->state).value_or(State::kRegistered);
+  if (absl::Status status = CheckCommand(state, Command::kPause); !status.ok()) {
+    done(status, {});
+    return;
+  }
+  v1::AdapterSnapshot snapshot;
+  snapshot.ParseFromString(row->snapshot);
+  const v1::SupportLevel level = LevelHere(snapshot.capabilities().pause());
+  if (!Supported(level)) {
+    done(contract::MakeError(absl::StatusCode::kFailedPrecondition,
+                             reason::kCapabilityUnsupported,
+                             absl::StrCat("pause is unsupported on linux for '", name, "' (kind ",
+                                          row->kind, "): ", QuoteDeclaration("pause", level))),
+         {});
+    return;
+  }
+  const pid_t leader = static_cast<pid_t>(row->pid.value_or(0));
+  if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
+    absl::Status status = Commit(*row, State::kPaused, "paused");
+    if (status.ok()) {
+      backend_.SignalGroup(leader, SIGSTOP).IgnoreError();
+    }
+    done(status, {});
+    return;
+  }
+  std::vector<std::string> notices = {
+      "pause is best-effort on linux for this adapter: the agent may not be fully frozen"};
+  absl::Status status = Commit(*row, State::kPaused, "pause-best-effort");
+  if (status.ok() && !snapshot.pause().exec().empty()) {
+    std::vector<std::string> args(snapshot.pause().args().begin(), snapshot.pause().args().end());
+    absl::Status ran = backend_.RunDetached(snapshot.pause().exec(), args, BaseEnvironment(),
+                                            row->home);
+    if (!ran.ok()) {
+      notices.push_back(absl::StrCat("pause template failed: ", ran.message()));
+    }
+  } else if (status.ok()) {
+    notices.push_back("no [lifecycle.pause] template is declared; nothing was sent to the agent");
+  }
+  done(status, notices);
+}
+
+void Supervisor::Resume(const std::string& name, Done done) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    done(row.status(), {});
+    return;
+  }
+  const State state = ParseState(row->state).value_or(State::kRegistered);
+  if (absl::Status status = CheckCommand(state, Command::kResume); !status.ok()) {
+    done(status, {});
+    return;
+  }
+  v1::AdapterSnapshot snapshot;
+  snapshot.ParseFromString(row->snapshot);
+  const v1::SupportLevel level = LevelHere(snapshot.capabilities().pause());
+  const pid_t leader = static_cast<pid_t>(row->pid.value_or(0));
+  if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
+    absl::Status status = Commit(*row, State::kRunning, "resumed");
+    if (status.ok()) {
+      backend_.SignalGroup(leader, SIGCONT).IgnoreError();
+    }
+    done(status, {});
+    return;
+  }
+  std::vector<std::string> notices = {"resume is best-effort on linux for this adapter"};
+  absl::Status status = Commit(*row, State::kRunning, "resume-best-effort");
+  if (status.ok() && !snapshot.resume().exec().empty()) {
+    std::vector<std::string> args(snapshot.resume().args().begin(),
+                                  snapshot.resume().args().end());
+    absl::Status ran = backend_.RunDetached(snapshot.resume().exec(), args, BaseEnvironment(),
+                                            row->home);
+    if (!ran.ok()) {
+      notices.push_back(absl::StrCat("resume template failed: ", ran.message()));
+    }
+  }
+  // A paused instance may also have been frozen by a budget breach with a guaranteed level;
+  // SIGCONT is harmless for a group that is not stopped.
+  backend_.SignalGroup(leader, SIGCONT).IgnoreError();
+  done(status, notices);
+}
+
+void Supervisor::Forget(const std::string& name) { runtimes_.erase(name); }
+
+}  // namespace ktesio::daemon::supervisor

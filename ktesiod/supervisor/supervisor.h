@@ -1,0 +1,128 @@
+#pragma once
+
+// The supervisor: drives every Agent Instance through the lifecycle (lifecycle.h) with real
+// processes (process::ProcessBackend), committing every transition — with its cause, to the
+// store and the event log — before acting on it or reporting it.
+//
+// Thread-safety: engine thread only. Every method runs on the engine's io_context; completions
+// are called there too. Concurrent commands on one instance are serialized by the state machine
+// (a command that does not fit the current state is rejected); commands on different instances
+// never wait for each other.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "ktesio/v1/common.pb.h"
+#include "process/backend.h"
+#include "spdlog/logger.h"
+#include "store/store.h"
+#include "supervisor/lifecycle.h"
+#include "supervisor/restart_policy.h"
+
+namespace ktesio::daemon::supervisor {
+
+// Per-instance settings the supervisor needs (from the layered config).
+struct InstanceSettings {
+  RestartSettings restart;
+  uint64_t log_max_bytes = 10 * 1024 * 1024;
+  uint32_t log_keep = 3;
+  bool autostart = false;
+};
+
+// What a start delivers into the agent beyond its start template.
+struct Delivery {
+  std::vector<std::pair<std::string, std::string>> env;  // added after the template env
+  std::vector<std::string> extra_args;                   // appended after the template args
+  std::vector<std::string> notices;
+};
+
+struct Hooks {
+  // Settings for an instance; defaults when unset.
+  std::function<InstanceSettings(const store::InstanceRow&)> settings;
+  // Renders config delivery before a launch; an error refuses the start with the state
+  // unchanged. Unset = nothing to deliver.
+  std::function<absl::StatusOr<Delivery>(const store::InstanceRow&, const v1::AdapterSnapshot&)>
+      deliver;
+  // Called after every committed transition (events, metering hooks).
+  std::function<void(const store::InstanceRow&, State from, State to)> on_transition;
+};
+
+// The outcome of a command: OK (the instance reached its target state, or `failed` for a start
+// whose launch failed) plus notices for the operator.
+using Done = std::function<void(absl::Status status, std::vector<std::string> notices)>;
+
+class Supervisor {
+ public:
+  using Clock = std::function<int64_t()>;  // unix ms
+
+  Supervisor(boost::asio::io_context& io, store::Store& store, process::ProcessBackend& backend,
+             Clock clock, std::shared_ptr<spdlog::logger> logger, Hooks hooks);
+  ~Supervisor();
+
+  // Commands. Errors (via done): NOT_FOUND, INVALID_TRANSITION, CAPABILITY_UNSUPPORTED,
+  // CONFIG_INVALID (delivery refused), STOP_NOT_CONFIRMED, STORE_ERROR.
+  void Start(const std::string& name, Done done);
+  void Stop(const std::string& name, std::optional<uint32_t> timeout_seconds, Done done);
+  void Restart(const std::string& name, std::optional<uint32_t> timeout_seconds, Done done);
+  void Pause(const std::string& name, Done done);
+  void Resume(const std::string& name, Done done);
+  // Writes one line to the agent's stdin, bounded at 5 s. Errors: INVALID_STATE (not running),
+  // CAPABILITY_UNSUPPORTED, TIMED_OUT, IO_ERROR.
+  void SendInput(const std::string& name, const std::string& text,
+                 std::function<void(absl::StatusOr<uint64_t>)> done);
+
+  // At daemon start: makes memory agree with the store and the OS (re-adopt live agents, apply
+  // exits that happened while the daemon was down, fail what vanished), then autostarts.
+  void Reconcile();
+
+  // Forgets an instance being removed (it must be terminal).
+  void Forget(const std::string& name);
+
+  // Where an instance's shim keeps its files.
+  static std::string RunDir(const std::string& home) { return home + "/run"; }
+
+ private:
+  struct Runtime;
+  Runtime& RuntimeFor(const store::InstanceRow& row);
+  absl::StatusOr<store::InstanceRow> Load(const std::string& name);
+  absl::Status Commit(store::InstanceRow& row, State to, const std::string& cause);
+  void Launch(store::InstanceRow row, bool automatic);
+  void OnLaunched(const std::string& name, uint64_t generation,
+                  absl::StatusOr<process::Launched> launched);
+  void OnReady(const std::string& name, uint64_t generation);
+  void OnExit(const std::string& name, uint64_t generation);
+  void ApplyExit(store::InstanceRow& row, const std::optional<process::ExitRecord>& exit,
+                 bool lost, const std::string& lost_detail);
+  void ScheduleRestart(store::InstanceRow& row, const RestartDecision& decision);
+  void FireRestart(const std::string& name, uint64_t generation, int64_t delay_ms);
+  void BeginStop(store::InstanceRow& row, uint32_t window_seconds);
+  void Escalate(const std::string& name, uint64_t generation);
+  void ConfirmTimeout(const std::string& name, uint64_t generation);
+  void Finish(std::vector<Done>& waiters, const absl::Status& status,
+              const std::vector<std::string>& notices = {});
+  void EngineLine(const store::InstanceRow& row, const std::string& text);
+  InstanceSettings SettingsFor(const store::InstanceRow& row);
+  std::vector<std::string> BaseEnvironment() const;
+  void Adopt(store::InstanceRow& row, const std::string& boot_id);
+
+  boost::asio::io_context& io_;
+  store::Store& store_;
+  process::ProcessBackend& backend_;
+  Clock clock_;
+  std::shared_ptr<spdlog::logger> log_;
+  Hooks hooks_;
+  std::map<std::string, std::unique_ptr<Runtime>> runtimes_;
+};
+
+// The kernel boot id (/proc/sys/kernel/random/boot_id), "" when unknown.
+std::string CurrentBootId();
+
+}  // namespace ktesio::daemon::supervisor

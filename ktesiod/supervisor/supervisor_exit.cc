@@ -1,0 +1,306 @@
+// The supervisor's event side: exits, restarts, reconciliation at start-up, and stdin.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "boost/asio/posix/stream_descriptor.hpp"
+#include "boost/asio/write.hpp"
+#include "ktesio/contract/error.h"
+#include "supervisor/runtime.h"
+#include "supervisor/supervisor.h"
+
+namespace ktesio::daemon::supervisor {
+
+namespace reason = contract::reason;
+namespace asio = boost::asio;
+
+void Supervisor::OnExit(const std::string& name, uint64_t generation) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    return;
+  }
+  Runtime& rt = RuntimeFor(*row);
+  if (rt.generation != generation) {
+    return;
+  }
+  std::optional<process::ExitRecord> exit = backend_.ReadExit(RunDir(row->home));
+  ApplyExit(*row, exit, !exit.has_value(), "ktesio-shim ended without recording an exit");
+}
+
+void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process::ExitRecord>& exit,
+                           bool lost, const std::string& lost_detail) {
+  Runtime& rt = RuntimeFor(row);
+  const State state = ParseState(row.state).value_or(State::kRegistered);
+  const std::string description = exit.has_value() ? process::DescribeExit(*exit) : lost_detail;
+  const pid_t leader = static_cast<pid_t>(row.pid.value_or(0));
+  const int64_t now = clock_();
+  const int64_t run_ms = row.started_at_ms.has_value() ? now - *row.started_at_ms : 0;
+  rt.generation += 1;  // invalidates the readiness, stop and confirm timers of this run
+  rt.ready_timer.cancel();
+  rt.stop_timer.cancel();
+  rt.confirm_timer.cancel();
+  row.last_exit = description;
+  row.pid.reset();
+  row.pid_start_time.reset();
+  row.shim_pid.reset();
+  row.shim_start_time.reset();
+  // Whatever the agent left in its group goes with it (the shim does this too; this covers a
+  // shim that vanished).
+  if (leader > 1) {
+    backend_.SignalGroup(leader, SIGKILL).IgnoreError();
+  }
+
+  if (state == State::kStopping) {
+    const std::string cause =
+        rt.kill_sent ? absl::StrCat("stop-forced{SIGKILL after ", rt.stop_window_s, " s}")
+                     : "stop-graceful";
+    absl::Status status = Commit(row, State::kStopped, cause);
+    store_.EndRun(row.id, row.current_run, now, cause).IgnoreError();
+    Finish(rt.stop_waiters, status, rt.stop_notices);
+    return;
+  }
+  if (state == State::kStarting) {
+    v1::AdapterSnapshot snapshot;
+    snapshot.ParseFromString(row.snapshot);
+    const std::string cause =
+        lost ? absl::StrCat("launch-error{", description, "}")
+             : absl::StrCat("launch-error{'", snapshot.start().exec(),
+                            "' exited within the readiness window: ", description, "}");
+    absl::Status status = Commit(row, State::kFailed, cause);
+    store_.EndRun(row.id, row.current_run, now, cause).IgnoreError();
+    Finish(rt.start_waiters, status, rt.start_notices);
+    if (rt.automatic_start) {
+      RestartDecision decision =
+          DecideRestart(SettingsFor(row).restart, {false, run_ms, row.crash_streak});
+      row.crash_streak = decision.crash_streak;
+      store_.UpdateInstance(row).IgnoreError();
+      ScheduleRestart(row, decision);
+    }
+    return;
+  }
+  if (state != State::kRunning && state != State::kPaused) {
+    log_->warn("exit ignored instance={} state={} exit=\"{}\"", row.name, row.state, description);
+    store_.UpdateInstance(row).IgnoreError();
+    return;
+  }
+  const bool clean = !lost && exit->kind == process::ExitRecord::Kind::kExited && exit->value == 0;
+  const InstanceSettings settings = SettingsFor(row);
+  RestartDecision decision = DecideRestart(settings.restart, {clean, run_ms, row.crash_streak});
+  row.crash_streak = decision.crash_streak;
+  std::string cause;
+  State to = State::kFailed;
+  if (clean) {
+    to = State::kStopped;
+    cause = "exited";
+  } else if (decision.crash_loop) {
+    cause = absl::StrCat("crash-loop{", decision.crash_streak, " consecutive crashes, last: ",
+                         description, "}");
+  } else if (lost) {
+    cause = absl::StrCat("lost{", description, "}");
+  } else {
+    cause = absl::StrCat("crashed{", description, "}");
+  }
+  Commit(row, to, cause).IgnoreError();
+  store_.EndRun(row.id, row.current_run, now, cause).IgnoreError();
+  ScheduleRestart(row, decision);
+}
+
+void Supervisor::ScheduleRestart(store::InstanceRow& row, const RestartDecision& decision) {
+  if (!decision.restart) {
+    return;
+  }
+  Runtime& rt = RuntimeFor(row);
+  rt.restart_pending = true;
+  rt.restart_delay_ms = decision.delay_ms;
+  const uint64_t generation = rt.generation;
+  const std::string name = row.name;
+  const int64_t delay = decision.delay_ms;
+  if (delay > 0) {
+    EngineLine(row, absl::StrCat("restart scheduled in ", delay, " ms"));
+  }
+  rt.restart_timer.expires_after(std::chrono::milliseconds(delay));
+  rt.restart_timer.async_wait(
+      [this, name, generation, delay](const boost::system::error_code& ec) {
+        if (!ec) {
+          FireRestart(name, generation, delay);
+        }
+      });
+}
+
+void Supervisor::FireRestart(const std::string& name, uint64_t generation, int64_t delay_ms) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    return;
+  }
+  Runtime& rt = RuntimeFor(*row);
+  if (!rt.restart_pending || rt.generation != generation ||
+      (row->state != "failed" && row->state != "stopped")) {
+    return;
+  }
+  rt.restart_pending = false;
+  rt.restart_delay_ms = delay_ms;
+  row->restart_count += 1;
+  Launch(std::move(*row), true);
+}
+
+void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
+  const State state = ParseState(row.state).value_or(State::kRegistered);
+  process::ProcessIdentity shim{static_cast<pid_t>(row.shim_pid.value_or(0)),
+                                row.shim_start_time.value_or(0)};
+  process::ProcessIdentity agent{static_cast<pid_t>(row.pid.value_or(0)),
+                                 row.pid_start_time.value_or(0)};
+  Runtime& rt = RuntimeFor(row);
+  if (!row.boot_id.empty() && row.boot_id != boot_id) {
+    ApplyExit(row, std::nullopt, true, "the host rebooted since the agent was started");
+    return;
+  }
+  if (shim.pid > 0 && backend_.IsAlive(shim)) {
+    const uint64_t generation = ++rt.generation;
+    const std::string name = row.name;
+    if (!backend_.WatchExit(shim, [this, name, generation] { OnExit(name, generation); })) {
+      ApplyExit(row, std::nullopt, true, "ktesio-shim could not be watched");
+      return;
+    }
+    log_->info("re-adopted instance={} pid={} shim={}", row.name, agent.pid, shim.pid);
+    EngineLine(row, absl::StrCat("re-adopted by a new ktesiod (agent pid ", agent.pid, ")"));
+    if (state == State::kStarting) {
+      Commit(row, State::kRunning, "adapter-ready").IgnoreError();
+    } else if (state == State::kStopping) {
+      // Whoever asked for the stop is gone with the old daemon; finish it without delay.
+      rt.stop_window_s = 0;
+      Escalate(row.name, generation);
+    }
+    return;
+  }
+  if (std::optional<process::ExitRecord> exit = backend_.ReadExit(RunDir(row.home))) {
+    ApplyExit(row, exit, false, "");
+    return;
+  }
+  if (agent.pid > 0 && backend_.IsAlive(agent)) {
+    backend_.SignalGroup(agent.pid, SIGKILL).IgnoreError();
+    ApplyExit(row, std::nullopt, true,
+              "ktesio-shim vanished while the daemon was down; the uncaptured agent was killed");
+    return;
+  }
+  ApplyExit(row, std::nullopt, true,
+            "the agent and its ktesio-shim are gone without an exit record (killed or host "
+            "reboot)");
+}
+
+void Supervisor::Reconcile() {
+  absl::StatusOr<std::vector<store::InstanceRow>> rows = store_.ListInstances();
+  if (!rows.ok()) {
+    log_->error("reconcile failed error={}", std::string(rows.status().message()));
+    return;
+  }
+  const std::string boot_id = CurrentBootId();
+  for (store::InstanceRow& row : *rows) {
+    const State state = ParseState(row.state).value_or(State::kRegistered);
+    if (IsLive(state)) {
+      Adopt(row, boot_id);
+    }
+  }
+  for (const store::InstanceRow& row : *rows) {
+    absl::StatusOr<store::InstanceRow> fresh = Load(row.name);
+    if (!fresh.ok()) {
+      continue;
+    }
+    const State state = ParseState(fresh->state).value_or(State::kRegistered);
+    if (IsTerminal(state) && !RuntimeFor(*fresh).restart_pending && SettingsFor(*fresh).autostart) {
+      log_->info("autostart instance={}", fresh->name);
+      Start(fresh->name, [this, name = fresh->name](absl::Status status,
+                                                    std::vector<std::string>) {
+        if (!status.ok()) {
+          log_->warn("autostart failed instance={} error={}", name,
+                     std::string(status.message()));
+        }
+      });
+    }
+  }
+}
+
+void Supervisor::SendInput(const std::string& name, const std::string& text,
+                           std::function<void(absl::StatusOr<uint64_t>)> done) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    done(row.status());
+    return;
+  }
+  v1::AdapterSnapshot snapshot;
+  snapshot.ParseFromString(row->snapshot);
+  const v1::SupportLevel level = snapshot.capabilities().interaction().on_linux();
+  if (level != v1::SUPPORT_LEVEL_GUARANTEED && level != v1::SUPPORT_LEVEL_BEST_EFFORT) {
+    done(contract::MakeError(
+        absl::StatusCode::kFailedPrecondition, reason::kCapabilityUnsupported,
+        absl::StrCat("interaction is unsupported on linux for '", name, "' (kind ", row->kind,
+                     "): ",
+                     level == v1::SUPPORT_LEVEL_UNSPECIFIED
+                         ? "the declaration has no interaction entry for linux (a missing entry "
+                           "projects to unsupported)"
+                         : "the declaration says interaction.linux = \"unsupported\"")));
+    return;
+  }
+  if (row->state != "running") {
+    done(contract::MakeError(absl::StatusCode::kFailedPrecondition, reason::kInvalidState,
+                             absl::StrCat("cannot send to '", name, "' while it is '", row->state,
+                                          "' (it must be running)")));
+    return;
+  }
+  const std::string fifo = RunDir(row->home) + "/stdin";
+  int fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    done(contract::MakeError(absl::StatusCode::kInternal, reason::kIoError,
+                             absl::StrCat("cannot open the stdin channel of '", name, "': ",
+                                          std::strerror(errno))));
+    return;
+  }
+  struct Write {
+    Write(asio::io_context& io, int fd, std::string bytes)
+        : pipe(io, fd), timer(io), data(std::move(bytes)) {}
+    asio::posix::stream_descriptor pipe;
+    asio::steady_timer timer;
+    std::string data;
+    bool finished = false;
+  };
+  auto write = std::make_shared<Write>(io_, fd, text + "\n");
+  auto finish = [write, done, name](absl::StatusOr<uint64_t> result) {
+    if (write->finished) {
+      return;
+    }
+    write->finished = true;
+    write->timer.cancel();
+    boost::system::error_code ignored;
+    write->pipe.close(ignored);
+    done(std::move(result));
+  };
+  asio::async_write(write->pipe, asio::buffer(write->data),
+                    [finish](const boost::system::error_code& ec, size_t n) {
+                      if (ec) {
+                        finish(contract::MakeError(
+                            ec == asio::error::operation_aborted ? absl::StatusCode::kDeadlineExceeded
+                                                                 : absl::StatusCode::kInternal,
+                            ec == asio::error::operation_aborted ? reason::kTimedOut
+                                                                 : reason::kIoError,
+                            ec == asio::error::operation_aborted
+                                ? "the agent did not read its stdin within 5 s"
+                                : absl::StrCat("stdin write failed: ", ec.message())));
+                        return;
+                      }
+                      finish(static_cast<uint64_t>(n));
+                    });
+  write->timer.expires_after(std::chrono::seconds(5));
+  write->timer.async_wait([write](const boost::system::error_code& ec) {
+    if (!ec) {
+      boost::system::error_code ignored;
+      write->pipe.cancel(ignored);
+    }
+  });
+}
+
+}  // namespace ktesio::daemon::supervisor

@@ -1,0 +1,79 @@
+#include "supervisor/restart_policy.h"
+
+#include "gtest/gtest.h"
+
+namespace ktesio::daemon::supervisor {
+namespace {
+
+TEST(RestartPolicy, OnFailureBackoffSequenceAndCrashLoop) {
+  RestartSettings settings;  // on-failure, 1 s doubling to 60 s, 5 consecutive
+  int64_t streak = 0;
+  const int64_t expected_delays[] = {0, 1000, 2000, 4000};
+  for (int64_t expected : expected_delays) {
+    RestartDecision d = DecideRestart(settings, {false, 10, streak});
+    EXPECT_TRUE(d.restart);
+    EXPECT_EQ(d.delay_ms, expected) << "streak " << streak;
+    EXPECT_FALSE(d.crash_loop);
+    streak = d.crash_streak;
+  }
+  RestartDecision fifth = DecideRestart(settings, {false, 10, streak});
+  EXPECT_FALSE(fifth.restart);
+  EXPECT_TRUE(fifth.crash_loop);
+  EXPECT_EQ(fifth.crash_streak, 5);
+}
+
+TEST(RestartPolicy, BackoffIsCapped) {
+  RestartSettings settings;
+  settings.max_consecutive = 100;
+  settings.backoff_max_ms = 60000;
+  RestartDecision d = DecideRestart(settings, {false, 0, 40});
+  EXPECT_EQ(d.delay_ms, 60000);
+  EXPECT_TRUE(d.restart);
+}
+
+TEST(RestartPolicy, HealthyRunResetsTheStreak) {
+  RestartSettings settings;
+  RestartDecision d = DecideRestart(settings, {false, 60000, 4});
+  EXPECT_TRUE(d.restart);
+  EXPECT_EQ(d.delay_ms, 0);  // first crash after a healthy run: at once
+  EXPECT_EQ(d.crash_streak, 1);
+  RestartDecision short_run = DecideRestart(settings, {false, 59999, 1});
+  EXPECT_EQ(short_run.delay_ms, 1000);
+}
+
+TEST(RestartPolicy, PolicyTable) {
+  struct Case {
+    RestartPolicyKind policy;
+    bool clean;
+    bool restart;
+  };
+  const Case cases[] = {
+      {RestartPolicyKind::kNever, false, false},    {RestartPolicyKind::kNever, true, false},
+      {RestartPolicyKind::kOnFailure, false, true}, {RestartPolicyKind::kOnFailure, true, false},
+      {RestartPolicyKind::kAlways, false, true},    {RestartPolicyKind::kAlways, true, true},
+  };
+  for (const Case& c : cases) {
+    RestartSettings settings;
+    settings.policy = c.policy;
+    RestartDecision d = DecideRestart(settings, {c.clean, 10, 0});
+    EXPECT_EQ(d.restart, c.restart) << RestartPolicyName(c.policy) << " clean=" << c.clean;
+    if (c.clean) {
+      EXPECT_EQ(d.crash_streak, 0);
+    } else {
+      EXPECT_EQ(d.crash_streak, 1);
+    }
+  }
+}
+
+TEST(RestartPolicy, NamesParse) {
+  for (RestartPolicyKind p :
+       {RestartPolicyKind::kNever, RestartPolicyKind::kOnFailure, RestartPolicyKind::kAlways}) {
+    auto parsed = ParseRestartPolicy(RestartPolicyName(p));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, p);
+  }
+  EXPECT_FALSE(ParseRestartPolicy("sometimes").ok());
+}
+
+}  // namespace
+}  // namespace ktesio::daemon::supervisor
