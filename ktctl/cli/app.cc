@@ -103,6 +103,8 @@ const std::vector<Command>& Commands() {
     std::vector<Command> all;
     AddDaemonCommands(all);
     AddAgentCommands(all);
+    AddConfigCommands(all);
+    AddObserveCommands(all);
     AddManifestCommands(all);
     return all;
   }();

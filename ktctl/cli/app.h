@@ -45,5 +45,7 @@ int RunCli(const std::vector<std::string>& args);
 void AddDaemonCommands(std::vector<Command>& commands);
 void AddAgentCommands(std::vector<Command>& commands);
 void AddManifestCommands(std::vector<Command>& commands);
+void AddConfigCommands(std::vector<Command>& commands);
+void AddObserveCommands(std::vector<Command>& commands);
 
 }  // namespace ktesio::cli

@@ -170,7 +170,7 @@ void PrintNotices(const google::protobuf::RepeatedPtrField<std::string>& notices
   }
 }
 
-int ReportInstance(Context& ctx, const v1::AgentInstance& instance) {
+int ReportInstance(Context& ctx, const v1::AgentInstance& instance, bool started = false) {
   if (ctx.global.json) {
     Out(ShowDocument(instance));
   } else {
@@ -179,7 +179,7 @@ int ReportInstance(Context& ctx, const v1::AgentInstance& instance) {
                      "\n"));
   }
   // A start that ended in `failed` is a launch failure (exit 1), even though the call succeeded.
-  return instance.state() == v1::AGENT_STATE_FAILED ? kExitGeneral : kExitOk;
+  return started && instance.state() == v1::AGENT_STATE_FAILED ? kExitGeneral : kExitOk;
 }
 
 // start / pause / resume: NAME only.
@@ -206,7 +206,7 @@ int Lifecycle(Context& ctx, const std::vector<std::string>& args, std::string_vi
     return ctx.Fail(status);
   }
   PrintNotices(response.notices());
-  return ReportInstance(ctx, response.instance());
+  return ReportInstance(ctx, response.instance(), verb == "start");
 }
 
 // stop / restart: NAME [--timeout SECS] (the graceful window before SIGKILL).
@@ -243,10 +243,8 @@ int Stopping(Context& ctx, const std::vector<std::string>& args, std::string_vie
   if (!status.ok()) {
     return ctx.Fail(status);
   }
-  if constexpr (requires { response.notices(); }) {
-    PrintNotices(response.notices());
-  }
-  return ReportInstance(ctx, response.instance());
+  PrintNotices(response.notices());
+  return ReportInstance(ctx, response.instance(), verb == "restart");
 }
 
 int Send(Context& ctx, const std::vector<std::string>& args) {

@@ -1,5 +1,6 @@
 #include "api/services.h"
 
+#include "api/follow_logs.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/v1/version.h"
@@ -144,69 +145,69 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetUsage(grpc::CallbackServerContext
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::AttachMemory(grpc::CallbackServerContext* ctx,
-                                                         const v1::AttachMemoryRequest*,
-                                                         v1::AttachMemoryResponse*) {
-  return Unimplemented(ctx, "AttachMemory (memory backings)");
+    const v1::AttachMemoryRequest* request, v1::AttachMemoryResponse* response) {
+  return RunUnary(api_, ctx, request, response, "AttachMemory", true,
+                  [this](const v1::AttachMemoryRequest& in, v1::AttachMemoryResponse* out) { return api_.engine->AttachMemory(in, out); });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::DetachMemory(grpc::CallbackServerContext* ctx,
-                                                         const v1::DetachMemoryRequest*,
-                                                         v1::DetachMemoryResponse*) {
-  return Unimplemented(ctx, "DetachMemory (memory backings)");
+    const v1::DetachMemoryRequest* request, v1::DetachMemoryResponse* response) {
+  return RunUnary(api_, ctx, request, response, "DetachMemory", true,
+                  [this](const v1::DetachMemoryRequest& in, v1::DetachMemoryResponse* out) { return api_.engine->DetachMemory(in, out); });
 }
 
 // --- LogService ---
 
 grpc::ServerUnaryReactor* LogServiceImpl::ReadLogs(grpc::CallbackServerContext* ctx,
-                                                   const v1::ReadLogsRequest*,
-                                                   v1::ReadLogsResponse*) {
-  (void)api_;
-  return Unimplemented(ctx, "ReadLogs (log capture)");
+                                                   const v1::ReadLogsRequest* request,
+                                                   v1::ReadLogsResponse* response) {
+  return RunUnary(api_, ctx, request, response, "ReadLogs", false,
+                  [this](const v1::ReadLogsRequest& in, v1::ReadLogsResponse* out) {
+                    return api_.engine->ReadLogs(in, out);
+                  });
 }
 
 grpc::ServerWriteReactor<v1::FollowLogsResponse>* LogServiceImpl::FollowLogs(
-    grpc::CallbackServerContext*, const v1::FollowLogsRequest*) {
-  return UnimplementedStream<v1::FollowLogsResponse>("FollowLogs (log capture)");
+    grpc::CallbackServerContext* ctx, const v1::FollowLogsRequest* request) {
+  return new FollowLogsReactor(api_, ctx, *request);
 }
 
 // --- ConfigService / SecretService ---
 
 grpc::ServerUnaryReactor* ConfigServiceImpl::SetConfig(grpc::CallbackServerContext* ctx,
-                                                       const v1::SetConfigRequest*,
-                                                       v1::SetConfigResponse*) {
-  (void)api_;
-  return Unimplemented(ctx, "SetConfig (layered configuration)");
+    const v1::SetConfigRequest* request, v1::SetConfigResponse* response) {
+  return RunUnary(api_, ctx, request, response, "SetConfig", true,
+                  [this](const v1::SetConfigRequest& in, v1::SetConfigResponse* out) { return api_.engine->SetConfig(in, out); });
 }
 
 grpc::ServerUnaryReactor* ConfigServiceImpl::GetConfig(grpc::CallbackServerContext* ctx,
-                                                       const v1::GetConfigRequest*,
-                                                       v1::GetConfigResponse*) {
-  return Unimplemented(ctx, "GetConfig (layered configuration)");
+    const v1::GetConfigRequest* request, v1::GetConfigResponse* response) {
+  return RunUnary(api_, ctx, request, response, "GetConfig", false,
+                  [this](const v1::GetConfigRequest& in, v1::GetConfigResponse* out) { return api_.engine->GetConfig(in, out); });
 }
 
 grpc::ServerUnaryReactor* ConfigServiceImpl::UnsetConfig(grpc::CallbackServerContext* ctx,
-                                                         const v1::UnsetConfigRequest*,
-                                                         v1::UnsetConfigResponse*) {
-  return Unimplemented(ctx, "UnsetConfig (layered configuration)");
+    const v1::UnsetConfigRequest* request, v1::UnsetConfigResponse* response) {
+  return RunUnary(api_, ctx, request, response, "UnsetConfig", true,
+                  [this](const v1::UnsetConfigRequest& in, v1::UnsetConfigResponse* out) { return api_.engine->UnsetConfig(in, out); });
 }
 
 grpc::ServerUnaryReactor* SecretServiceImpl::SetSecret(grpc::CallbackServerContext* ctx,
-                                                       const v1::SetSecretRequest*,
-                                                       v1::SetSecretResponse*) {
-  (void)api_;
-  return Unimplemented(ctx, "SetSecret (secrets store)");
+    const v1::SetSecretRequest* request, v1::SetSecretResponse* response) {
+  return RunUnary(api_, ctx, request, response, "SetSecret", true,
+                  [this](const v1::SetSecretRequest& in, v1::SetSecretResponse* out) { return api_.engine->SetSecret(in, out); });
 }
 
 grpc::ServerUnaryReactor* SecretServiceImpl::ListSecrets(grpc::CallbackServerContext* ctx,
-                                                         const v1::ListSecretsRequest*,
-                                                         v1::ListSecretsResponse*) {
-  return Unimplemented(ctx, "ListSecrets (secrets store)");
+    const v1::ListSecretsRequest* request, v1::ListSecretsResponse* response) {
+  return RunUnary(api_, ctx, request, response, "ListSecrets", false,
+                  [this](const v1::ListSecretsRequest& in, v1::ListSecretsResponse* out) { (void)in; return api_.engine->ListSecrets(out); });
 }
 
 grpc::ServerUnaryReactor* SecretServiceImpl::RemoveSecret(grpc::CallbackServerContext* ctx,
-                                                          const v1::RemoveSecretRequest*,
-                                                          v1::RemoveSecretResponse*) {
-  return Unimplemented(ctx, "RemoveSecret (secrets store)");
+    const v1::RemoveSecretRequest* request, v1::RemoveSecretResponse* response) {
+  return RunUnary(api_, ctx, request, response, "RemoveSecret", true,
+                  [this](const v1::RemoveSecretRequest& in, v1::RemoveSecretResponse* out) { return api_.engine->RemoveSecret(in, out); });
 }
 
 // --- EventService ---

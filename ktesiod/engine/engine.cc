@@ -37,9 +37,17 @@ Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
       log_(std::move(logger)),
       store_(std::move(store)),
       registry_(*store_, paths_.state_dir, NowUnixMs),
+      config_(paths_.state_dir),
       work_(boost::asio::make_work_guard(io_)),
       backend_(io_, process::LocateShim()),
-      supervisor_(io_, *store_, backend_, NowUnixMs, log_, supervisor::Hooks()) {
+      supervisor_(io_, *store_, backend_, NowUnixMs, log_,
+                  supervisor::Hooks{
+                      [this](const store::InstanceRow& row) { return config_.Settings(row); },
+                      [this](const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot) {
+                        return config_.Deliver(row, snapshot);
+                      },
+                      [this](const store::InstanceRow& row, supervisor::State from,
+                             supervisor::State to) { OnTransition(row, from, to); }}) {
   if (process::LocateShim().empty()) {
     log_->error("ktesio-shim not found next to ktesiod (or $KTESIO_SHIM); agents cannot start");
   }
@@ -53,7 +61,10 @@ void Engine::Start() {
 }
 
 void Engine::Stop() {
+  // Agents keep running (their shims own them); pending watches and timers are simply dropped
+  // and rebuilt by the next daemon's reconciliation.
   work_.reset();
+  io_.stop();
   if (thread_.joinable()) {
     thread_.join();
   }
@@ -90,7 +101,7 @@ absl::Status Engine::RegisterAgent(const v1::RegisterAgentRequest& request,
   if (!row.ok()) {
     return row.status();
   }
-  *response->mutable_instance() = BuildInstanceView(*row);
+  *response->mutable_instance() = View(*row);
   return absl::OkStatus();
 }
 
@@ -100,7 +111,7 @@ absl::Status Engine::ListAgents(v1::ListAgentsResponse* response) {
     return rows.status();
   }
   for (const store::InstanceRow& row : *rows) {
-    *response->add_instances() = BuildInstanceView(row);
+    *response->add_instances() = View(row);
   }
   *response->mutable_totals() = BuildFleetTotals(response->instances());
   return absl::OkStatus();
@@ -111,8 +122,35 @@ absl::Status Engine::GetAgent(const v1::GetAgentRequest& request, v1::GetAgentRe
   if (!row.ok()) {
     return row.status();
   }
-  *response->mutable_instance() = BuildInstanceView(*row);
+  *response->mutable_instance() = View(*row);
   return absl::OkStatus();
+}
+
+v1::AgentInstance Engine::View(const store::InstanceRow& row) const {
+  v1::AgentInstance view = BuildInstanceView(row);
+  switch (config_.Settings(row).restart.policy) {
+    case supervisor::RestartPolicyKind::kNever:
+      view.set_restart_policy(v1::RESTART_POLICY_NEVER);
+      break;
+    case supervisor::RestartPolicyKind::kOnFailure:
+      view.set_restart_policy(v1::RESTART_POLICY_ON_FAILURE);
+      break;
+    case supervisor::RestartPolicyKind::kAlways:
+      view.set_restart_policy(v1::RESTART_POLICY_ALWAYS);
+      break;
+  }
+  if (!row.memory_kind.empty()) {
+    v1::MemoryBacking* memory = view.mutable_memory();
+    const bool filesystem = row.memory_kind == "filesystem";
+    memory->set_kind(filesystem ? v1::MEMORY_KIND_FILESYSTEM : v1::MEMORY_KIND_NATIVE);
+    memory->set_guarantee(filesystem ? v1::MEMORY_GUARANTEE_MANAGED_DIR_BYTE_DURABLE
+                                     : v1::MEMORY_GUARANTEE_HOME_PERSISTENCE_ONLY);
+    if (filesystem) {
+      memory->set_dir(MemoryDir(row.home));
+    }
+    memory->set_declared(view.adapter().config().count("memory.dir") != 0);
+  }
+  return view;
 }
 
 absl::Status Engine::Reload(const std::string& name, v1::AgentInstance* instance) {
@@ -120,7 +158,7 @@ absl::Status Engine::Reload(const std::string& name, v1::AgentInstance* instance
   if (!row.ok()) {
     return row.status();
   }
-  *instance = BuildInstanceView(*row);
+  *instance = View(*row);
   return absl::OkStatus();
 }
 
@@ -194,7 +232,10 @@ void Engine::StopAgent(const v1::StopAgentRequest& request, v1::StopAgentRespons
   }
   supervisor_.Stop(request.name(), timeout,
                    [this, request, response, finish](absl::Status status,
-                                                     std::vector<std::string>) {
+                                                     std::vector<std::string> notices) {
+                     for (std::string& notice : notices) {
+                       response->add_notices(std::move(notice));
+                     }
                      if (status.ok()) {
                        status = Reload(request.name(), response->mutable_instance());
                      }

@@ -15,6 +15,10 @@
 #include "boost/asio/post.hpp"
 #include "ktesio/v1/agent.pb.h"
 #include "ktesio/v1/system.pb.h"
+#include "engine/config_bridge.h"
+#include "ktesio/v1/config.pb.h"
+#include "ktesio/v1/logs.pb.h"
+#include "logs/reader.h"
 #include "paths/paths.h"
 #include "process/shim_backend.h"
 #include "registry/registry.h"
@@ -65,6 +69,28 @@ class Engine {
   void SendInput(const v1::SendInputRequest& request, v1::SendInputResponse* response,
                  Finish finish);
 
+  // Logs (engine_logs.cc). A follow emits retained lines, then live ones, until the agent leaves
+  // running (then `end` gets OK and an end note was emitted) or StopFollow.
+  absl::Status ReadLogs(const v1::ReadLogsRequest& request, v1::ReadLogsResponse* response);
+  using Emit = std::function<void(v1::FollowLogsResponse)>;
+  absl::StatusOr<uint64_t> StartFollow(const v1::LogFilter& filter, Emit emit,
+                                       std::function<void(absl::Status)> end);
+  void StopFollow(uint64_t id);
+
+  // Configuration, secrets and memory backings (engine_config.cc).
+  absl::Status SetConfig(const v1::SetConfigRequest& request, v1::SetConfigResponse* response);
+  absl::Status GetConfig(const v1::GetConfigRequest& request, v1::GetConfigResponse* response);
+  absl::Status UnsetConfig(const v1::UnsetConfigRequest& request,
+                           v1::UnsetConfigResponse* response);
+  absl::Status SetSecret(const v1::SetSecretRequest& request, v1::SetSecretResponse* response);
+  absl::Status ListSecrets(v1::ListSecretsResponse* response);
+  absl::Status RemoveSecret(const v1::RemoveSecretRequest& request,
+                            v1::RemoveSecretResponse* response);
+  absl::Status AttachMemory(const v1::AttachMemoryRequest& request,
+                            v1::AttachMemoryResponse* response);
+  absl::Status DetachMemory(const v1::DetachMemoryRequest& request,
+                            v1::DetachMemoryResponse* response);
+
   const DaemonPaths& paths() const { return paths_; }
   int64_t started_at_ms() const { return started_at_ms_; }
 
@@ -73,12 +99,25 @@ class Engine {
          std::shared_ptr<spdlog::logger> logger);
   // Fills `instance` from the store after a command; errors only when the row is unreadable.
   absl::Status Reload(const std::string& name, v1::AgentInstance* instance);
+  // The read view of a row, with the config-derived fields (restart policy, memory) filled.
+  v1::AgentInstance View(const store::InstanceRow& row) const;
+  void OnTransition(const store::InstanceRow& row, supervisor::State from, supervisor::State to);
+
+  struct Follow {
+    std::string instance;
+    std::unique_ptr<logs::Follower> follower;
+    Emit emit;
+    std::function<void(absl::Status)> end;
+  };
+  std::map<uint64_t, Follow> follows_;
+  uint64_t next_follow_ = 1;
 
   DaemonPaths paths_;
   int64_t started_at_ms_ = 0;
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<store::Store> store_;
   registry::Registry registry_;
+  ConfigBridge config_;
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   process::ShimBackend backend_;

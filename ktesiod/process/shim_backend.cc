@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -298,24 +299,36 @@ bool ShimBackend::WatchExit(const ProcessIdentity& shim, std::function<void()> o
   auto watch = std::make_unique<Watch>(io_);
   watch->descriptor.assign(fd);
   watch->pid = shim.pid;
-  Watch* raw = watch.get();
   watches_[id] = std::move(watch);
-  raw->descriptor.async_wait(asio::posix::stream_descriptor::wait_read,
-                             [this, id, on_exit = std::move(on_exit)](
-                                 const boost::system::error_code& ec) {
-                               auto it = watches_.find(id);
-                               if (it == watches_.end()) {
-                                 return;
-                               }
-                               pid_t pid = it->second->pid;
-                               watches_.erase(it);
-                               if (ec == asio::error::operation_aborted) {
-                                 return;
-                               }
-                               Reap(pid);
-                               on_exit();
-                             });
+  Arm(id, std::move(on_exit));
   return true;
+}
+
+void ShimBackend::Arm(uint64_t id, std::function<void()> on_exit) {
+  auto it = watches_.find(id);
+  if (it == watches_.end()) {
+    return;
+  }
+  it->second->descriptor.async_wait(
+      asio::posix::stream_descriptor::wait_read,
+      [this, id, on_exit = std::move(on_exit)](const boost::system::error_code& ec) mutable {
+        auto found = watches_.find(id);
+        if (found == watches_.end() || ec == asio::error::operation_aborted) {
+          return;
+        }
+        // Readiness can be stale: the reactor may hand an event of a just-closed descriptor
+        // that had the same number (e.g. the handshake pipe's hang-up) to this one. A pidfd is
+        // readable only once its process has exited, so ask the kernel directly.
+        pollfd pfd{found->second->descriptor.native_handle(), POLLIN, 0};
+        if (poll(&pfd, 1, 0) != 1) {
+          Arm(id, std::move(on_exit));
+          return;
+        }
+        pid_t pid = found->second->pid;
+        watches_.erase(found);
+        Reap(pid);
+        on_exit();
+      });
 }
 
 void ShimBackend::Reap(pid_t pid) {

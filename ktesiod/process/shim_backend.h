@@ -33,6 +33,7 @@ class ShimBackend final : public ProcessBackend {
 
  private:
   struct Watch;
+  void Arm(uint64_t id, std::function<void()> on_exit);
   void Reap(pid_t pid);
 
   boost::asio::io_context& io_;

@@ -16,8 +16,13 @@ constexpr std::size_t kReadChunk = 64 * 1024;
 // lines (each record adds ~35 bytes of timestamp and stream name).
 constexpr std::size_t kFlushBytes = 256 * 1024;
 constexpr int kDrainMs = 2000;
-// After the agent exited, a disk that stays full must not keep the exit record from being written.
-constexpr std::chrono::seconds kExitWriteBudget{30};
+constexpr int kMaxPreKillChunks = 16;  // 16 x 64 KiB = the largest pipe an unprivileged user gets.
+// After this long without any event the burst buffers are given back to the kernel, so a quiet
+// agent's shim returns to its small idle footprint (see ReleaseBuffers).
+constexpr int kIdleReleaseMs = 1000;
+// After the agent exited, a disk that stays full must not keep the exit record from being written
+// for long: the daemon is waiting for it.
+constexpr std::chrono::seconds kExitWriteBudget{5};
 
 int RemainingMs(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -27,7 +32,7 @@ int RemainingMs(Clock::time_point deadline) {
 }  // namespace
 
 Capture::Capture(const CaptureConfig& config)
-    : config_(config), read_buffer_(std::make_unique<char[]>(kReadChunk)) {
+    : config_(config), give_up_fn_([this] { return GiveUpAtNow(); }) {
   out_.fd = config.out_fd;
   out_.name = "agent-out";
   out_.usage = config.usage_fd >= 0;
@@ -46,9 +51,10 @@ int Capture::Run() {
   }
   // What the agent wrote before dying is already in the pipes; take it before the group kill so
   // that descendants killed mid-write cannot be mistaken for the agent's last words.
-  while (ReadChunk(&out_) == ReadResult::kData) {
-  }
-  while (ReadChunk(&err_) == ReadResult::kData) {
+  // Bounded by a pipe's maximum capacity: descendants that keep writing must not delay the kill.
+  for (Stream* stream : {&out_, &err_}) {
+    for (int i = 0; i < kMaxPreKillChunks && ReadChunk(stream) == ReadResult::kData; ++i) {
+    }
   }
   // The agent is still an unreaped zombie, so its pid (= its process group id) cannot have been
   // reused: this kill can only reach the agent's own leftovers.
@@ -57,7 +63,7 @@ int Capture::Run() {
   while (waitpid(config_.agent, &status, 0) < 0 && errno == EINTR) {
   }
   Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(kDrainMs);
-  give_up_at_ = Clock::now() + kExitWriteBudget;
+  GiveUpAtNow();
   while ((out_.fd >= 0 || err_.fd >= 0) && Clock::now() < deadline) {
     PollOnce(RemainingMs(deadline));
   }
@@ -70,7 +76,15 @@ int Capture::Run() {
 
 void Capture::PollOnce(int timeout_ms) {
   pollfd fds[3] = {{out_.fd, POLLIN, 0}, {err_.fd, POLLIN, 0}, {config_.signal_fd, POLLIN, 0}};
-  int n = poll(fds, 3, timeout_ms);
+  bool holding = read_buffer_ != nullptr || log_buffer_.capacity() > kReadChunk;
+  int wait_ms = timeout_ms;
+  if (holding && (timeout_ms < 0 || timeout_ms > kIdleReleaseMs)) {
+    wait_ms = kIdleReleaseMs;
+  }
+  int n = poll(fds, 3, wait_ms);
+  if (n == 0 && holding) {
+    ReleaseBuffers();
+  }
   if (n <= 0) {
     return;  // Timeout, or EINTR (nothing is caught, but be robust).
   }
@@ -89,6 +103,12 @@ Capture::ReadResult Capture::ReadChunk(Stream* stream) {
   if (stream->fd < 0) {
     return ReadResult::kEof;
   }
+  if (read_buffer_ == nullptr) {
+    read_buffer_ = std::make_unique<char[]>(kReadChunk);
+    // One mapping up front rather than doubling through the heap, whose freed steps would stay
+    // resident.
+    log_buffer_.reserve(kFlushBytes + kMaxRecordText + 256);
+  }
   ssize_t n = read(stream->fd, read_buffer_.get(), kReadChunk);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
     return ReadResult::kEmpty;
@@ -98,10 +118,9 @@ Capture::ReadResult Capture::ReadChunk(Stream* stream) {
     return ReadResult::kEof;
   }
   std::string_view ts = timestamps_.Now();
-  stream->framer.Feed(std::string_view(read_buffer_.get(), static_cast<std::size_t>(n)),
-                      [&](std::string_view text, bool whole) {
-                        AddRecord(*stream, ts, text, whole);
-                      });
+  stream->framer.Feed(
+      std::string_view(read_buffer_.get(), static_cast<std::size_t>(n)),
+      [&](std::string_view text, bool whole) { AddRecord(*stream, ts, text, whole); });
   Flush();
   return ReadResult::kData;
 }
@@ -135,13 +154,21 @@ void Capture::Flush() {
   // Usage lines first: once a record is in the log, its usage line is already durable in the
   // usage file, whichever of the two a reader looks at.
   if (!usage_buffer_.empty()) {
-    WriteFully(config_.usage_fd, usage_buffer_, "usage file", give_up_at_);
+    WriteFully(config_.usage_fd, usage_buffer_, "usage file", give_up_fn_);
     usage_buffer_.clear();
   }
   if (!log_buffer_.empty()) {
-    config_.log->Append(log_buffer_, give_up_at_);
+    config_.log->Append(log_buffer_, give_up_fn_);
     log_buffer_.clear();
   }
+}
+
+void Capture::ReleaseBuffers() {
+  // Allocations this large are mmap'ed (RunShim pins M_MMAP_THRESHOLD), so freeing them really
+  // returns the pages instead of leaving them resident in the heap.
+  read_buffer_.reset();
+  std::string().swap(log_buffer_);
+  std::string().swap(usage_buffer_);
 }
 
 void Capture::OnSigchld() {
@@ -164,6 +191,19 @@ void Capture::OnSigchld() {
     }
     waitpid(child.si_pid, nullptr, WNOHANG);  // An orphaned descendant (we are a subreaper).
   }
+}
+
+Clock::time_point Capture::GiveUpAtNow() {
+  if (give_up_at_ == kNever) {
+    siginfo_t info{};
+    bool exited =
+        agent_exited_ || (waitid(P_PID, config_.agent, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                          info.si_pid == config_.agent);
+    if (exited) {
+      give_up_at_ = Clock::now() + kExitWriteBudget;
+    }
+  }
+  return give_up_at_;
 }
 
 void Capture::ReapOthers() {

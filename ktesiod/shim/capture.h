@@ -53,18 +53,23 @@ class Capture {
   void Flush();
   // Waits for readable pipes or SIGCHLD for at most `timeout_ms` (-1: forever) and handles them.
   void PollOnce(int timeout_ms);
+  void ReleaseBuffers();
   void OnSigchld();
   void ReapOthers();
+  // The writers' give-up time: never while the agent runs (backpressure), kExitWriteBudget after
+  // it exited, even if that happens while a write is being retried.
+  Clock::time_point GiveUpAtNow();
 
   CaptureConfig config_;
   Stream out_;
   Stream err_;
-  std::unique_ptr<char[]> read_buffer_;
+  std::unique_ptr<char[]> read_buffer_;  // Allocated on demand, released when idle.
   std::string log_buffer_;
   std::string usage_buffer_;
   TimestampFormatter timestamps_;
   bool agent_exited_ = false;  // Exited but deliberately not reaped yet (see OnSigchld).
   Clock::time_point give_up_at_ = kNever;
+  GiveUpAt give_up_fn_;  // GiveUpAtNow() for the writers.
 };
 
 // The exit record for a wait status: "exited <code>" or "signaled <signo>", with '\n'.

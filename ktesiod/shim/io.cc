@@ -32,8 +32,7 @@ class FdCloser {
 
 }  // namespace
 
-bool WriteFully(int fd, std::string_view data, std::string_view what,
-                Clock::time_point give_up_at) {
+bool WriteFully(int fd, std::string_view data, std::string_view what, const GiveUpAt& give_up_at) {
   int backoff_ms = kFirstBackoffMs;
   int last_error = 0;
   while (!data.empty()) {
@@ -50,7 +49,7 @@ bool WriteFully(int fd, std::string_view data, std::string_view what,
       last_error = errno;
       Report(ErrnoMessage(std::string(what) + ": write failed, retrying", errno));
     }
-    if (Clock::now() >= give_up_at) {
+    if (Clock::now() >= give_up_at()) {
       Report(std::string(what) + ": giving up, " + std::to_string(data.size()) +
              " bytes not written");
       return false;

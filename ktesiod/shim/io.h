@@ -4,6 +4,7 @@
 // dropping data, atomic file replacement, and messages on stderr.
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -12,10 +13,18 @@ namespace ktesio::daemon::shim {
 using Clock = std::chrono::steady_clock;
 inline constexpr Clock::time_point kNever = Clock::time_point::max();
 
+// When a failing write gives up. Asked again before every retry, so the caller can shorten it
+// when circumstances change (the agent exited while the disk was full).
+using GiveUpAt = std::function<Clock::time_point()>;
+inline GiveUpAt Never() {
+  return [] { return kNever; };
+}
+
 // Writes all of `data` to `fd`. On a failure (ENOSPC, EIO, ...) it reports once on stderr and
 // retries with a short backoff: while it waits the shim reads nothing, so the agent blocks on its
-// full pipe instead of losing output. Returns false only when `give_up_at` passes first.
-bool WriteFully(int fd, std::string_view data, std::string_view what, Clock::time_point give_up_at);
+// full pipe instead of losing output. Returns false only when the time from `give_up_at` passes
+// first.
+bool WriteFully(int fd, std::string_view data, std::string_view what, const GiveUpAt& give_up_at);
 
 // One attempt to write all of `data` (pipes to the daemon); false on any error.
 bool WriteOnce(int fd, std::string_view data);

@@ -35,8 +35,8 @@ std::string ApplyValue(std::string_view flag, std::string_view value, Options* o
   }
   std::optional<std::uint64_t> number = ParseNumber(value);
   if (!number) {
-    return std::string(flag) + " needs a non-negative decimal number, got '" +
-           std::string(value) + "'";
+    return std::string(flag) + " needs a non-negative decimal number, got '" + std::string(value) +
+           "'";
   }
   constexpr std::uint64_t kIntMax = std::numeric_limits<int>::max();
   if (flag == "--max-bytes") {
@@ -59,9 +59,8 @@ std::string ApplyValue(std::string_view flag, std::string_view value, Options* o
 }
 
 bool TakesValue(std::string_view flag) {
-  return flag == "--run-dir" || flag == "--log-dir" || flag == "--cwd" ||
-         flag == "--max-bytes" || flag == "--keep" || flag == "--ready-fd" ||
-         flag == "--usage-file";
+  return flag == "--run-dir" || flag == "--log-dir" || flag == "--cwd" || flag == "--max-bytes" ||
+         flag == "--keep" || flag == "--ready-fd" || flag == "--usage-file";
 }
 
 ParseResult Fail(std::string message) {

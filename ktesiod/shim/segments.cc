@@ -33,8 +33,8 @@ std::optional<std::uint64_t> ParseSegmentFileName(std::string_view name) {
   }
   std::string_view digits = name.substr(kPrefix.size());
   digits.remove_suffix(kSuffix.size());
-  if (digits.size() < 8 || !std::all_of(digits.begin(), digits.end(),
-                                        [](char c) { return c >= '0' && c <= '9'; })) {
+  if (digits.size() < 8 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return std::nullopt;
   }
   std::uint64_t value = 0;
@@ -114,7 +114,7 @@ bool SegmentLog::Open(std::string* error) {
   return true;
 }
 
-bool SegmentLog::Append(std::string_view records, Clock::time_point give_up_at) {
+bool SegmentLog::Append(std::string_view records, const GiveUpAt& give_up_at) {
   while (!records.empty()) {
     if (size_ >= max_bytes_ && !Rotate(give_up_at)) {
       // Could not create the next segment in time: keep the output in the current one rather
@@ -141,12 +141,12 @@ int SegmentLog::OpenSegment(std::uint64_t sequence, std::string* error) const {
   return fd;
 }
 
-bool SegmentLog::Rotate(Clock::time_point give_up_at) {
+bool SegmentLog::Rotate(const GiveUpAt& give_up_at) {
   std::string error;
   int fd = OpenSegment(sequence_ + 1, &error);
   while (fd < 0) {
     Report(error + " (retrying)");
-    if (Clock::now() >= give_up_at) {
+    if (Clock::now() >= give_up_at()) {
       return false;
     }
     SleepMs(kRotateRetryMs);

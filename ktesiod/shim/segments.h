@@ -48,15 +48,15 @@ class SegmentLog {
   bool Open(std::string* error);
 
   // Appends whole records. Write failures are retried (backpressure); false only if
-  // `give_up_at` passed with bytes unwritten.
-  bool Append(std::string_view records, Clock::time_point give_up_at);
+  // the time from `give_up_at` passed with bytes unwritten.
+  bool Append(std::string_view records, const GiveUpAt& give_up_at);
 
   std::uint64_t sequence() const { return sequence_; }
   std::uint64_t size() const { return size_; }
 
  private:
   int OpenSegment(std::uint64_t sequence, std::string* error) const;
-  bool Rotate(Clock::time_point give_up_at);
+  bool Rotate(const GiveUpAt& give_up_at);
   void Prune() const;
 
   std::string dir_;

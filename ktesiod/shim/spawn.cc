@@ -61,8 +61,8 @@ void ResetSignals() {
 
 [[noreturn]] void RunChild(char* const* argv, const std::string& cwd, const AgentStdio& stdio,
                            int error_fd) {
-  if (setsid() < 0 || dup2(stdio.in, 0) < 0 || dup2(stdio.out, 1) < 0 ||
-      dup2(stdio.err, 2) < 0 || chdir(cwd.c_str()) != 0) {
+  if (setsid() < 0 || dup2(stdio.in, 0) < 0 || dup2(stdio.out, 1) < 0 || dup2(stdio.err, 2) < 0 ||
+      chdir(cwd.c_str()) != 0) {
     Fail(error_fd);
   }
   ResetSignals();

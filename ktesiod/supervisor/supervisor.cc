@@ -135,15 +135,28 @@ void Supervisor::Finish(std::vector<Done>& waiters, const absl::Status& status,
   }
 }
 
-std::vector<std::string> Supervisor::BaseEnvironment() const {
-  // The safe base of the daemon's own environment (product.md §4); nothing else leaks through.
-  static constexpr const char* kPassed[] = {"PATH", "HOME",   "LANG",    "LANGUAGE", "LC_ALL",
-                                            "TZ",   "USER",   "LOGNAME", "SHELL",    "TMPDIR",
-                                            "TERM", "LC_CTYPE", "LC_MESSAGES"};
+namespace {
+
+std::vector<std::string> BaseEnvironment() {
   std::vector<std::string> env;
+  for (const auto& [key, value] : SafeBaseEnvironment()) {
+    env.push_back(absl::StrCat(key, "=", value));
+  }
+  return env;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> SafeBaseEnvironment() {
+  // Nothing else of the daemon's environment leaks into agents (product.md §4).
+  static constexpr const char* kPassed[] = {"PATH",   "HOME",     "LANG",        "LANGUAGE",
+                                            "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ",
+                                            "USER",   "LOGNAME",  "SHELL",       "TMPDIR",
+                                            "TERM"};
+  std::map<std::string, std::string> env;
   for (const char* name : kPassed) {
     if (const char* value = std::getenv(name); value != nullptr) {
-      env.push_back(absl::StrCat(name, "=", value));
+      env[name] = value;
     }
   }
   return env;

@@ -110,7 +110,6 @@ class Supervisor {
               const std::vector<std::string>& notices = {});
   void EngineLine(const store::InstanceRow& row, const std::string& text);
   InstanceSettings SettingsFor(const store::InstanceRow& row);
-  std::vector<std::string> BaseEnvironment() const;
   void Adopt(store::InstanceRow& row, const std::string& boot_id);
 
   boost::asio::io_context& io_;
@@ -121,6 +120,9 @@ class Supervisor {
   Hooks hooks_;
   std::map<std::string, std::unique_ptr<Runtime>> runtimes_;
 };
+
+// The safe base of the daemon's environment every agent starts from (PATH, HOME, LANG, TZ, ...).
+std::map<std::string, std::string> SafeBaseEnvironment();
 
 // The kernel boot id (/proc/sys/kernel/random/boot_id), "" when unknown.
 std::string CurrentBootId();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "boost/asio/posix/stream_descriptor.hpp"
 #include "boost/asio/write.hpp"
+#include "fs/fs.h"
 #include "ktesio/contract/error.h"
 #include "supervisor/runtime.h"
 #include "supervisor/supervisor.h"
@@ -30,7 +31,21 @@ void Supervisor::OnExit(const std::string& name, uint64_t generation) {
     return;
   }
   std::optional<process::ExitRecord> exit = backend_.ReadExit(RunDir(row->home));
-  ApplyExit(*row, exit, !exit.has_value(), "ktesio-shim ended without recording an exit");
+  std::string detail = "ktesio-shim ended without recording an exit";
+  if (!exit.has_value()) {
+    // The shim's own stderr says why, when it could say anything at all.
+    std::string shim_log = fs::ReadFile(RunDir(row->home) + "/shim.log").value_or("");
+    while (!shim_log.empty() && shim_log.back() == '\n') {
+      shim_log.pop_back();
+    }
+    if (size_t nl = shim_log.rfind('\n'); nl != std::string::npos) {
+      shim_log = shim_log.substr(nl + 1);
+    }
+    if (!shim_log.empty()) {
+      absl::StrAppend(&detail, ": ", shim_log.substr(0, 300));
+    }
+  }
+  ApplyExit(*row, exit, !exit.has_value(), detail);
 }
 
 void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process::ExitRecord>& exit,

@@ -44,7 +44,7 @@ TEST(Snapshot, RoundTripsEveryField) {
   ASSERT_TRUE(declaration.ok()) << declaration.status();
   v1::AdapterSnapshot snapshot = ToSnapshot(*declaration, false, "/m/adapter.toml");
   EXPECT_EQ(snapshot.capabilities().pause().on_linux(), v1::SUPPORT_LEVEL_GUARANTEED);
-  EXPECT_EQ(snapshot.capabilities().pause().on_macos(), v1::SUPPORT_LEVEL_UNSUPPORTED);
+  EXPECT_EQ(snapshot.capabilities().pause().on_macos(), v1::SUPPORT_LEVEL_UNSPECIFIED);  // no entry
   EXPECT_EQ(snapshot.capabilities().pause().on_windows(), v1::SUPPORT_LEVEL_BEST_EFFORT);
   EXPECT_EQ(snapshot.channel(), v1::INTERACTION_CHANNEL_HTTP);
   EXPECT_EQ(snapshot.metering_source(), v1::METERING_SOURCE_ENGINE_OBSERVED);
@@ -69,7 +69,7 @@ TEST(Snapshot, ProjectionIsCurrentOs) {
   v1::ProjectedCapabilities projected = Project(ToSnapshot(*declaration, false, ""));
   EXPECT_EQ(projected.os(), "linux");
   EXPECT_EQ(projected.pause(), v1::SUPPORT_LEVEL_GUARANTEED);
-  EXPECT_EQ(projected.interaction(), v1::SUPPORT_LEVEL_UNSUPPORTED);  // no linux entry
+  EXPECT_EQ(projected.interaction(), v1::SUPPORT_LEVEL_UNSPECIFIED);  // no linux entry
 }
 
 TEST(Snapshot, AdapterJsonHasFullDeclaration) {

@@ -108,7 +108,7 @@ TEST(TimestampFormatterTest, FormatsRfc3339UtcWithMilliseconds) {
   EXPECT_EQ(f.Format({1796051666, 123456789}), "2026-11-30T15:14:26.123Z");
   EXPECT_EQ(f.Format({1796051666, 999999999}), "2026-11-30T15:14:26.999Z");
   EXPECT_EQ(f.Format({951782400, 5000000}), "2000-02-29T00:00:00.005Z");  // Leap day.
-  EXPECT_EQ(f.Format({4107542399, 0}), "2100-02-28T23:59:59.000Z");      // Not a leap year.
+  EXPECT_EQ(f.Format({4107542399, 0}), "2100-02-28T23:59:59.000Z");       // Not a leap year.
   EXPECT_EQ(f.Format({-1, 0}), "1969-12-31T23:59:59.000Z");
 }
 

@@ -11,9 +11,10 @@ namespace {
 ParseResult Parse(std::vector<std::string_view> args) { return ParseOptions(args); }
 
 TEST(OptionsTest, ParsesTheFullCommandLine) {
-  ParseResult r = Parse({"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--stdin-fifo",
-                         "--max-bytes", "8192", "--keep", "5", "--ready-fd", "7", "--usage-file",
-                         "/u", "--", "agent", "--flag", "--", "x"});
+  ParseResult r =
+      Parse({"--run-dir",   "/r",   "--log-dir", "/l",     "--cwd",      "/c", "--stdin-fifo",
+             "--max-bytes", "8192", "--keep",    "5",      "--ready-fd", "7",  "--usage-file",
+             "/u",          "--",   "agent",     "--flag", "--",         "x"});
   ASSERT_TRUE(r.options) << r.error;
   const Options& o = *r.options;
   EXPECT_EQ(o.run_dir, "/r");
@@ -40,10 +41,10 @@ TEST(OptionsTest, AppliesDefaults) {
 TEST(OptionsTest, RejectsBadCommandLines) {
   const std::vector<std::vector<std::string_view>> bad = {
       {},
-      {"--run-dir", "/r", "--log-dir", "/l", "--", "agent"},                  // No --cwd.
-      {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c"},                  // No "--".
-      {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--"},            // No EXEC.
-      {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--", ""},        // Empty EXEC.
+      {"--run-dir", "/r", "--log-dir", "/l", "--", "agent"},            // No --cwd.
+      {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c"},            // No "--".
+      {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--"},      // No EXEC.
+      {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--", ""},  // Empty EXEC.
       {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--bogus", "--", "a"},
       {"--run-dir", "/r", "--run-dir", "/s", "--log-dir", "/l", "--cwd", "/c", "--", "a"},
       {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--max-bytes", "4095", "--", "a"},
@@ -52,7 +53,7 @@ TEST(OptionsTest, RejectsBadCommandLines) {
       {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--keep", "-1", "--", "a"},
       {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--ready-fd", "1", "--", "a"},
       {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--stdin-fifo=1", "--", "a"},
-      {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "--", "a"},             // --cwd no value.
+      {"--run-dir", "/r", "--log-dir", "/l", "--cwd", "--", "a"},  // --cwd no value.
       {"--run-dir=", "--log-dir", "/l", "--cwd", "/c", "--", "a"},
   };
   for (const auto& args : bad) {
@@ -63,8 +64,8 @@ TEST(OptionsTest, RejectsBadCommandLines) {
 }
 
 TEST(OptionsTest, AcceptsTheMinimums) {
-  ParseResult r = Parse({"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--max-bytes",
-                         "4096", "--keep", "1", "--", "a"});
+  ParseResult r = Parse({"--run-dir", "/r", "--log-dir", "/l", "--cwd", "/c", "--max-bytes", "4096",
+                         "--keep", "1", "--", "a"});
   ASSERT_TRUE(r.options) << r.error;
   EXPECT_EQ(r.options->max_bytes, 4096u);
   EXPECT_EQ(r.options->keep, 1);

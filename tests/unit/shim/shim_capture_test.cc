@@ -33,8 +33,8 @@ void ExpectNumberedLines(const std::vector<Record>& records, const std::string& 
     if (r.stream != stream || !r.text.starts_with(prefix + " ")) {
       continue;
     }
-    std::string number = r.text.substr(prefix.size() + 1, r.text.find(' ', prefix.size() + 1) -
-                                                               prefix.size() - 1);
+    std::string number =
+        r.text.substr(prefix.size() + 1, r.text.find(' ', prefix.size() + 1) - prefix.size() - 1);
     ASSERT_EQ(number, std::to_string(next)) << "lost, duplicated or reordered line";
     ++next;
   }
@@ -44,7 +44,7 @@ void ExpectNumberedLines(const std::vector<Record>& records, const std::string& 
 TEST(ShimCaptureTest, AttributesStdoutAndStderrWithTimestamps) {
   TempDir dir;
   EXPECT_EQ(RunToExit(dir, {{kProbe, "--quiet", "--lines", "3", "--stderr-lines", "2",
-                                        "--exit-immediately", "--exit-code", "0"}}),
+                             "--exit-immediately", "--exit-code", "0"}}),
             "exited 0\n");
   std::vector<Record> records = ParseRecords(ReadLog(dir.log_dir()));
   ASSERT_EQ(records.size(), 5u);
@@ -72,7 +72,9 @@ TEST(ShimCaptureTest, FramesLongLinesBinaryBytesAndAnUnterminatedLastLine) {
   EXPECT_EQ(records[0].text, std::string(16384, 'a'));
   EXPECT_EQ(records[1].text, std::string(16384, 'a'));
   EXPECT_EQ(records[2].text, std::string(40000 - 2 * 16384, 'a'));
-  EXPECT_EQ(records[3].text, std::string("b\0\x01\xff" "c", 5));
+  EXPECT_EQ(records[3].text, std::string("b\0\x01\xff"
+                                         "c",
+                                         5));
   EXPECT_EQ(records[4].stream, "agent-err");
   EXPECT_EQ(records[4].text, "no-newline");
 }
@@ -81,7 +83,7 @@ TEST(ShimCaptureTest, CapturesABurstWithoutLoss) {
   TempDir dir;
   constexpr int kLines = 200000;
   EXPECT_EQ(RunToExit(dir, {{kProbe, "--quiet", "--lines", std::to_string(kLines),
-                                        "--exit-immediately", "--exit-code", "0"}}),
+                             "--exit-immediately", "--exit-code", "0"}}),
             "exited 0\n");
   std::vector<Record> records = ParseRecords(ReadLog(dir.log_dir()));
   EXPECT_EQ(records.size(), static_cast<std::size_t>(kLines));
@@ -91,10 +93,9 @@ TEST(ShimCaptureTest, CapturesABurstWithoutLoss) {
 TEST(ShimCaptureTest, CapturesABulkBurstOnBothStreamsWithoutLoss) {
   TempDir dir;
   constexpr int kLines = 200000;
-  EXPECT_EQ(RunToExit(dir, {{kProbe, "--quiet", "--bulk", "--lines",
-                                        std::to_string(kLines), "--stderr-lines",
-                                        std::to_string(kLines), "--exit-immediately",
-                                        "--exit-code", "0"}}),
+  EXPECT_EQ(RunToExit(dir, {{kProbe, "--quiet", "--bulk", "--lines", std::to_string(kLines),
+                             "--stderr-lines", std::to_string(kLines), "--exit-immediately",
+                             "--exit-code", "0"}}),
             "exited 0\n");
   std::vector<Record> records = ParseRecords(ReadLog(dir.log_dir()));
   EXPECT_EQ(records.size(), static_cast<std::size_t>(2 * kLines));
@@ -106,7 +107,8 @@ TEST(ShimCaptureTest, RotatesAndKeepsOnlyTheNewestSegments) {
   TempDir dir;
   constexpr int kLines = 3000;
   EXPECT_EQ(RunToExit(dir, {{kProbe, "--quiet", "--lines", std::to_string(kLines),
-                                        "--exit-immediately", "--exit-code", "0"}, {"--max-bytes", "4096", "--keep", "2"}}),
+                             "--exit-immediately", "--exit-code", "0"},
+                            {"--max-bytes", "4096", "--keep", "2"}}),
             "exited 0\n");
   std::vector<std::uint64_t> segments = ListSegments(dir.log_dir());
   ASSERT_EQ(segments.size(), 3u);  // --keep rotated ones plus the current one.
@@ -142,8 +144,9 @@ TEST(ShimCaptureTest, ContinuesTheHighestSegmentOfAPreviousRun) {
 TEST(ShimCaptureTest, CopiesUsageLinesToTheUsageFile) {
   TempDir dir;
   std::string usage = dir.File("usage.jsonl");
-  EXPECT_EQ(RunToExit(dir, {{kProbe, "--lines", "2", "--usage-lines", "3",
-                                        "--usage-malformed", "--exit-immediately"}, {"--usage-file", usage}}),
+  EXPECT_EQ(RunToExit(dir, {{kProbe, "--lines", "2", "--usage-lines", "3", "--usage-malformed",
+                             "--exit-immediately"},
+                            {"--usage-file", usage}}),
             "exited 1\n");
   std::string expected;
   for (int i = 0; i < 3; ++i) {

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -18,6 +19,14 @@ namespace ktesio::daemon::shim::testing {
 namespace {
 
 const std::string kProbe = KTESIO_PROBE_PATH;
+
+// The agent's pid from agent.pid; fails the test (rather than return 0, which kill() would read
+// as "my own process group") when it is missing.
+pid_t AgentPid(const TempDir& dir) {
+  pid_t pid = std::atoi(ReadFile(dir.run_dir() + "/agent.pid").value_or("0").c_str());
+  EXPECT_GT(pid, 1);
+  return pid > 1 ? pid : 999999999;
+}
 
 std::string Exit(const TempDir& dir) { return ReadFile(dir.run_dir() + "/exit").value_or(""); }
 
@@ -106,9 +115,11 @@ TEST(ShimRunTest, RejectsUsageErrorsWith64) {
 TEST(ShimRunTest, GivesTheAgentACleanContextAndItsEnvironment) {
   TempDir dir;
   std::string dump = dir.File("dump.json");
-  ShimProcess shim(dir, {{"ktesio-probe", "--dump", dump, "--print-env", "KT_SHIM_X",
-                                     "--exit-immediately", "--exit-code", "0"}, {}, {"KT_SHIM_X=hello there",
-                                       "PATH=" + kProbe.substr(0, kProbe.rfind('/')) + ":/bin"}});
+  ShimProcess shim(
+      dir, {{"ktesio-probe", "--dump", dump, "--print-env", "KT_SHIM_X", "--exit-immediately",
+             "--exit-code", "0"},
+            {},
+            {"KT_SHIM_X=hello there", "PATH=" + kProbe.substr(0, kProbe.rfind('/')) + ":/bin"}});
   ASSERT_TRUE(shim.Wait());
   EXPECT_EQ(Exit(dir), "exited 0\n");  // Found through the PATH of the agent's environment.
   std::string text = ReadFile(dump).value_or("");
@@ -123,8 +134,8 @@ TEST(ShimRunTest, GivesTheAgentACleanContextAndItsEnvironment) {
 TEST(ShimRunTest, KillsLeftoverDescendantsWhenTheAgentExits) {
   TempDir dir;
   std::string pids = dir.File("pids");
-  ShimProcess shim(dir, {{kProbe, "--spawn-children", "2", "--pid-file", pids,
-                                     "--crash-after-ms", "300", "--exit-code", "3"}});
+  ShimProcess shim(dir, {{kProbe, "--spawn-children", "2", "--pid-file", pids, "--crash-after-ms",
+                          "300", "--exit-code", "3"}});
   ASSERT_TRUE(WaitUntil([&] { return SplitLines(ReadFile(pids).value_or("")).size() == 3; }));
   std::vector<std::string> lines = SplitLines(*ReadFile(pids));
   ASSERT_TRUE(shim.Wait());
@@ -143,7 +154,7 @@ TEST(ShimRunTest, IgnoresStrayTerminationSignals) {
     ASSERT_EQ(kill(shim.pid(), sig), 0);
   }
   EXPECT_FALSE(shim.Wait(std::chrono::milliseconds(200)));
-  pid_t agent = std::stoi(ReadFile(dir.run_dir() + "/agent.pid").value_or("0"));
+  pid_t agent = AgentPid(dir);
   ASSERT_EQ(kill(-agent, SIGTERM), 0);  // The daemon's way to stop: signal the agent's group.
   ASSERT_TRUE(shim.Wait());
   EXPECT_EQ(Exit(dir), "signaled 15\n");
@@ -169,7 +180,7 @@ TEST(ShimRunTest, DeliversStdinThroughTheFifoAcrossWriters) {
     ASSERT_TRUE(WaitUntil([&] { return LogContains(dir, " agent-out echo: " + line); }));
   }
   EXPECT_TRUE(Exit(dir).empty());
-  pid_t agent = std::stoi(ReadFile(dir.run_dir() + "/agent.pid").value_or("0"));
+  pid_t agent = AgentPid(dir);
   ASSERT_EQ(kill(agent, SIGKILL), 0);
   ASSERT_TRUE(shim.Wait());
 }
@@ -188,7 +199,8 @@ TEST(ShimRunTest, KeepsCapturingAfterTheLauncherDies) {
     _exit(0);
   }
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir.run_dir() + "/agent.pid").has_value(); }));
-  pid_t shim = std::stoi(ReadFile(dir.run_dir() + "/shim.pid").value_or("0"));
+  pid_t shim = std::atoi(ReadFile(dir.run_dir() + "/shim.pid").value_or("0").c_str());
+  ASSERT_GT(shim, 1);
   ASSERT_EQ(kill(launcher, SIGKILL), 0);
   ASSERT_EQ(waitpid(launcher, nullptr, 0), launcher);
   ASSERT_TRUE(WaitUntil([&] { return ProcStat(shim, 1) == std::to_string(getpid()); }));
@@ -203,7 +215,7 @@ TEST(ShimRunTest, KeepsCapturingAfterTheLauncherDies) {
   };
   std::size_t before = beats();
   ASSERT_TRUE(WaitUntil([&] { return beats() >= before + 5; }));
-  pid_t agent = std::stoi(ReadFile(dir.run_dir() + "/agent.pid").value_or("0"));
+  pid_t agent = AgentPid(dir);
   ASSERT_EQ(kill(agent, SIGKILL), 0);
   ASSERT_TRUE(WaitForExitRecord(dir));
   EXPECT_EQ(Exit(dir), "signaled 9\n");

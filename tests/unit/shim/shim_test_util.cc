@@ -63,7 +63,14 @@ ShimProcess::ShimProcess(const TempDir& dir, const ShimArgs& args) {
   argv.insert(argv.end(), args.command.begin(), args.command.end());
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    env.emplace_back(*e);
+    std::string_view entry = *e;
+    bool overridden = false;
+    for (const std::string& extra : args.extra_env) {
+      overridden |= entry.substr(0, entry.find('=') + 1) == extra.substr(0, extra.find('=') + 1);
+    }
+    if (!overridden) {
+      env.emplace_back(entry);
+    }
   }
   env.insert(env.end(), args.extra_env.begin(), args.extra_env.end());
   std::vector<char*> argv_ptrs = Pointers(argv);
@@ -77,7 +84,12 @@ ShimProcess::ShimProcess(const TempDir& dir, const ShimArgs& args) {
   if (pid_ == 0) {
     setsid();  // As the daemon does (it also double-forks; see DaemonDeathTest).
     if (args.ready_fd) {
-      dup2(ready[1], kReadyFd);
+      // dup2 onto itself would keep FD_CLOEXEC, so clear it explicitly in that case.
+      if (ready[1] == kReadyFd) {
+        fcntl(kReadyFd, F_SETFD, 0);
+      } else {
+        dup2(ready[1], kReadyFd);
+      }
     }
     execve(argv_ptrs[0], argv_ptrs.data(), env_ptrs.data());
     _exit(126);

@@ -1,0 +1,356 @@
+// ktctl agent config ..., ktctl secret ..., ktctl agent memory ...
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "cli/app.h"
+#include "cli/exit_codes.h"
+#include "cli/output.h"
+#include "cli/render.h"
+#include "ktesio/contract/json_writer.h"
+
+namespace ktesio::cli {
+namespace {
+
+void PrintNotices(const google::protobuf::RepeatedPtrField<std::string>& notices) {
+  for (const std::string& notice : notices) {
+    Err(absl::StrCat("ktctl: note: ", notice));
+  }
+}
+
+int ConfigSet(Context& ctx, const std::vector<std::string>& args) {
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 3, 3);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), "agent config set NAME KEY VALUE");
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::SetConfigRequest request;
+  request.set_name(local->positionals[0]);
+  request.set_key(local->positionals[1]);
+  request.set_value(local->positionals[2]);
+  v1::SetConfigResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->config().SetConfig(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  PrintNotices(response.notices());
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("entry").BeginObject();
+    json.Key("key").String(response.entry().key()).Key("value").String(response.entry().value());
+    json.Key("source").String(response.entry().source());
+    json.Key("unvalidated").Bool(response.entry().unvalidated()).EndObject().EndObject();
+    Out(json.Take() + "\n");
+  } else {
+    Out(absl::StrCat(response.entry().key(), " = ", response.entry().value(), "\n"));
+  }
+  return kExitOk;
+}
+
+int ConfigGet(Context& ctx, const std::vector<std::string>& args) {
+  constexpr std::string_view kUsage = "agent config get NAME [KEY] [--reveal]";
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {"--reveal"}, 1, 2);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), kUsage);
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::GetConfigRequest request;
+  request.set_name(local->positionals[0]);
+  if (local->positionals.size() == 2) {
+    request.set_key(local->positionals[1]);
+  }
+  request.set_reveal(local->Has("--reveal"));
+  v1::GetConfigResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->config().GetConfig(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("entries").BeginArray();
+    for (const v1::ConfigEntry& entry : response.entries()) {
+      json.BeginObject().Key("key").String(entry.key()).Key("value").String(entry.value());
+      json.Key("source").String(entry.source()).Key("unvalidated").Bool(entry.unvalidated());
+      json.EndObject();
+    }
+    json.EndArray().EndObject();
+    Out(json.Take() + "\n");
+    return kExitOk;
+  }
+  size_t width = 3;
+  for (const v1::ConfigEntry& entry : response.entries()) {
+    width = std::max(width, entry.key().size());
+  }
+  std::string out;
+  for (const v1::ConfigEntry& entry : response.entries()) {
+    absl::StrAppend(&out, entry.key(), std::string(width - entry.key().size() + 2, ' '),
+                    entry.value(), "  (", entry.source(),
+                    entry.unvalidated() ? ", unvalidated" : "", ")\n");
+  }
+  Out(out);
+  return kExitOk;
+}
+
+int ConfigUnset(Context& ctx, const std::vector<std::string>& args) {
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 2, 2);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), "agent config unset NAME KEY");
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::UnsetConfigRequest request;
+  request.set_name(local->positionals[0]);
+  request.set_key(local->positionals[1]);
+  v1::UnsetConfigResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->config().UnsetConfig(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("removed").Bool(response.removed());
+    json.EndObject();
+    Out(json.Take() + "\n");
+  } else if (!response.removed()) {
+    Err(absl::StrCat("ktctl: note: ", request.key(), " was not set"));
+  }
+  return kExitOk;
+}
+
+int SecretSet(Context& ctx, const std::vector<std::string>& args) {
+  constexpr std::string_view kUsage = "secret set NAME [--from-file PATH]  (value on stdin)";
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--from-file"}, {}, 1, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), kUsage);
+  }
+  std::string value;
+  if (std::optional<std::string> path = local->Value("--from-file")) {
+    std::ifstream file(*path, std::ios::binary);
+    if (!file) {
+      return ReportError(ctx.global.json, "IO_ERROR", absl::StrCat("cannot read ", *path),
+                         kExitGeneral);
+    }
+    std::ostringstream content;
+    content << file.rdbuf();
+    value = content.str();
+  } else {
+    if (isatty(STDIN_FILENO)) {
+      Err("ktctl: reading the secret from stdin (end with Ctrl-D)");
+    }
+    std::ostringstream content;
+    content << std::cin.rdbuf();
+    value = content.str();
+  }
+  // One trailing newline is how shells and editors end a value, not part of it.
+  if (!value.empty() && value.back() == '\n') {
+    value.pop_back();
+    if (!value.empty() && value.back() == '\r') {
+      value.pop_back();
+    }
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::SetSecretRequest request;
+  request.set_name(local->positionals[0]);
+  request.set_value(value);
+  v1::SetSecretResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->secrets().SetSecret(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("name").String(response.name());
+    json.Key("replaced").Bool(response.replaced()).EndObject();
+    Out(json.Take() + "\n");
+  } else {
+    Out(absl::StrCat(response.replaced() ? "replaced" : "stored", " secret ", response.name(),
+                     "\n"));
+  }
+  return kExitOk;
+}
+
+int SecretList(Context& ctx, const std::vector<std::string>& args) {
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 0, 0);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), "secret list");
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::ListSecretsResponse response;
+  auto call = client->NewContext();
+  grpc::Status status =
+      client->secrets().ListSecrets(call.get(), v1::ListSecretsRequest(), &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("names").BeginArray();
+    for (const std::string& name : response.names()) {
+      json.String(name);
+    }
+    json.EndArray().EndObject();
+    Out(json.Take() + "\n");
+  } else {
+    std::string out;
+    for (const std::string& name : response.names()) {
+      absl::StrAppend(&out, name, "\n");
+    }
+    Out(out);
+  }
+  return kExitOk;
+}
+
+int SecretRemove(Context& ctx, const std::vector<std::string>& args) {
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), "secret rm NAME");
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::RemoveSecretRequest request;
+  request.set_name(local->positionals[0]);
+  v1::RemoveSecretResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->secrets().RemoveSecret(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("name").String(response.name());
+    json.EndObject();
+    Out(json.Take() + "\n");
+  }
+  return kExitOk;
+}
+
+int MemoryAttach(Context& ctx, const std::vector<std::string>& args) {
+  constexpr std::string_view kUsage = "agent memory attach NAME --kind filesystem|native";
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--kind"}, {}, 1, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), kUsage);
+  }
+  std::optional<std::string> kind = local->Value("--kind");
+  v1::AttachMemoryRequest request;
+  request.set_name(local->positionals[0]);
+  if (kind == "filesystem") {
+    request.set_kind(v1::MEMORY_KIND_FILESYSTEM);
+  } else if (kind == "native") {
+    request.set_kind(v1::MEMORY_KIND_NATIVE);
+  } else {
+    return ReportError(ctx.global.json, "UNKNOWN_MEMORY_KIND",
+                       absl::StrCat("unknown memory kind '", kind.value_or(""),
+                                    "' (filesystem | native)"),
+                       kExitUsage);
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::AttachMemoryResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->agents().AttachMemory(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  PrintNotices(response.notices());
+  const v1::MemoryBacking& m = response.memory();
+  const std::string kind_wire = m.kind() == v1::MEMORY_KIND_FILESYSTEM ? "filesystem" : "native";
+  const std::string guarantee = m.guarantee() == v1::MEMORY_GUARANTEE_MANAGED_DIR_BYTE_DURABLE
+                                    ? "managed_dir_byte_durable"
+                                    : "home_persistence_only";
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("instance").String(response.name());
+    json.Key("kind").String(kind_wire).Key("guarantee").String(guarantee);
+    json.Key("dir").String(m.dir()).Key("declared").Bool(m.declared()).EndObject();
+    Out(json.Take() + "\n");
+  } else {
+    Out(absl::StrCat("attached ", kind_wire, " memory to ", response.name(), " (", guarantee,
+                     m.dir().empty() ? "" : absl::StrCat(", ", m.dir()), ")\n"));
+  }
+  return kExitOk;
+}
+
+int MemoryDetach(Context& ctx, const std::vector<std::string>& args) {
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), "agent memory detach NAME");
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::DetachMemoryRequest request;
+  request.set_name(local->positionals[0]);
+  v1::DetachMemoryResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->agents().DetachMemory(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("instance").String(response.name());
+    json.EndObject();
+    Out(json.Take() + "\n");
+  } else {
+    Out(absl::StrCat("detached memory from ", response.name(), " (the directory is kept)\n"));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddConfigCommands(std::vector<Command>& commands) {
+  commands.push_back({{"agent", "config", "set"}, "NAME KEY VALUE",
+                      "validate and set one key in the instance layer", ConfigSet});
+  commands.push_back({{"agent", "config", "get"}, "NAME [KEY] [--reveal]",
+                      "effective config with each value's source layer", ConfigGet});
+  commands.push_back({{"agent", "config", "unset"}, "NAME KEY",
+                      "remove one key from the instance layer", ConfigUnset});
+  commands.push_back({{"agent", "memory", "attach"}, "NAME --kind filesystem|native",
+                      "attach a Memory Backing (registered, stopped or failed only)",
+                      MemoryAttach});
+  commands.push_back({{"agent", "memory", "detach"}, "NAME",
+                      "detach the Memory Backing (metadata only)", MemoryDetach});
+  commands.push_back({{"secret", "set"}, "NAME [--from-file PATH]",
+                      "store a secret; the value is read from stdin, never from argv",
+                      SecretSet});
+  commands.push_back({{"secret", "list"}, "", "secret names (never values)", SecretList});
+  commands.push_back({{"secret", "rm"}, "NAME", "remove a secret", SecretRemove});
+}
+
+}  // namespace ktesio::cli

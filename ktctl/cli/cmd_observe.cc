@@ -1,0 +1,251 @@
+// ktctl agent logs, agent usage, events: reading what the daemon observed.
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "cli/app.h"
+#include "cli/exit_codes.h"
+#include "cli/output.h"
+#include "cli/render.h"
+#include "ktesio/contract/json_writer.h"
+
+namespace ktesio::cli {
+namespace {
+
+std::string StreamName(v1::LogStream stream) {
+  switch (stream) {
+    case v1::LOG_STREAM_AGENT_OUT:
+      return "agent-out";
+    case v1::LOG_STREAM_AGENT_ERR:
+      return "agent-err";
+    case v1::LOG_STREAM_ENGINE:
+      return "engine";
+    default:
+      return "unknown";
+  }
+}
+
+void PrintLines(const Context& ctx, const google::protobuf::RepeatedPtrField<v1::LogLine>& lines) {
+  std::string out;
+  for (const v1::LogLine& line : lines) {
+    if (ctx.global.json) {
+      contract::JsonWriter json;
+      json.BeginObject().Key("schema_version").Int(1).Key("instance").String(line.instance());
+      json.Key("stream").String(StreamName(line.stream()));
+      json.Key("at").String(FormatTime(line.at_unix_ms())).Key("text").String(line.text());
+      json.EndObject();
+      absl::StrAppend(&out, json.str(), "\n");
+    } else {
+      absl::StrAppend(&out, FormatTime(line.at_unix_ms()), " ", StreamName(line.stream()), " ",
+                      line.text(), "\n");
+    }
+  }
+  Out(out);
+}
+
+// --since: RFC 3339 (2026-11-30T15:00:00Z) or a duration back from now (10m, 2h, 30s).
+std::optional<int64_t> ParseSince(const std::string& text) {
+  absl::Time time;
+  std::string error;
+  if (absl::ParseTime(absl::RFC3339_full, text, &time, &error)) {
+    return absl::ToUnixMillis(time);
+  }
+  absl::Duration ago;
+  if (absl::ParseDuration(text, &ago) && ago >= absl::ZeroDuration()) {
+    return absl::ToUnixMillis(absl::Now() - ago);
+  }
+  return std::nullopt;
+}
+
+int Logs(Context& ctx, const std::vector<std::string>& args) {
+  constexpr std::string_view kUsage =
+      "agent logs NAME [-f] [--tail N] [--since T] [--stream out|err|engine]";
+  absl::StatusOr<LocalArgs> local =
+      ParseLocal(args, {"--tail", "--since", "--stream"}, {"-f", "--follow"}, 1, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), kUsage);
+  }
+  v1::LogFilter filter;
+  filter.set_name(local->positionals[0]);
+  if (std::optional<std::string> tail = local->Value("--tail")) {
+    uint32_t n = 0;
+    if (!absl::SimpleAtoi(*tail, &n)) {
+      return ctx.Usage(absl::StrCat("--tail takes a line count, got '", *tail, "'"), kUsage);
+    }
+    filter.set_tail(n);
+  }
+  if (std::optional<std::string> since = local->Value("--since")) {
+    std::optional<int64_t> ms = ParseSince(*since);
+    if (!ms.has_value()) {
+      return ctx.Usage(absl::StrCat("--since takes an RFC 3339 time or a duration like 10m, got '",
+                                    *since, "'"),
+                       kUsage);
+    }
+    filter.set_since_unix_ms(*ms);
+  }
+  if (std::optional<std::string> stream = local->Value("--stream")) {
+    if (*stream == "out") {
+      filter.set_stream(v1::LOG_STREAM_AGENT_OUT);
+    } else if (*stream == "err") {
+      filter.set_stream(v1::LOG_STREAM_AGENT_ERR);
+    } else if (*stream == "engine") {
+      filter.set_stream(v1::LOG_STREAM_ENGINE);
+    } else {
+      return ctx.Usage(absl::StrCat("--stream is out, err or engine, got '", *stream, "'"),
+                       kUsage);
+    }
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  if (!local->Has("-f") && !local->Has("--follow")) {
+    v1::ReadLogsRequest request;
+    *request.mutable_filter() = filter;
+    v1::ReadLogsResponse response;
+    auto call = client->NewContext();
+    grpc::Status status = client->logs().ReadLogs(call.get(), request, &response);
+    if (!status.ok()) {
+      return ctx.Fail(status);
+    }
+    PrintLines(ctx, response.lines());
+    return kExitOk;
+  }
+  v1::FollowLogsRequest request;
+  *request.mutable_filter() = filter;
+  grpc::ClientContext call;  // no deadline: follows until the agent leaves running or Ctrl-C
+  std::unique_ptr<grpc::ClientReader<v1::FollowLogsResponse>> reader =
+      client->logs().FollowLogs(&call, request);
+  v1::FollowLogsResponse response;
+  while (reader->Read(&response)) {
+    PrintLines(ctx, response.lines());
+    if (!response.end_note().empty()) {
+      Err(absl::StrCat("ktctl: ", response.end_note()));
+    }
+  }
+  grpc::Status status = reader->Finish();
+  return status.ok() ? kExitOk : ctx.Fail(status);
+}
+
+void WriteEvent(contract::JsonWriter& json, const v1::Event& event) {
+  json.Raw(event.payload_json());
+}
+
+int Events(Context& ctx, const std::vector<std::string>& args) {
+  constexpr std::string_view kUsage = "events [--instance NAME] [--since CURSOR]";
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--instance", "--since"}, {}, 0, 0);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), kUsage);
+  }
+  v1::SubscribeEventsRequest request;
+  if (std::optional<std::string> since = local->Value("--since")) {
+    uint64_t cursor = 0;
+    if (!absl::SimpleAtoi(*since, &cursor)) {
+      return ctx.Usage(absl::StrCat("--since takes a cursor number, got '", *since, "'"), kUsage);
+    }
+    request.set_since_cursor(cursor);
+  }
+  request.set_instance(local->Value("--instance").value_or(""));
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  grpc::ClientContext call;
+  std::unique_ptr<grpc::ClientReader<v1::SubscribeEventsResponse>> reader =
+      client->events().SubscribeEvents(&call, request);
+  v1::SubscribeEventsResponse response;
+  uint64_t last = 0;
+  while (reader->Read(&response)) {
+    std::string out;
+    for (const v1::Event& event : response.events()) {
+      last = event.cursor();
+      if (ctx.global.json) {
+        contract::JsonWriter json;
+        WriteEvent(json, event);
+        absl::StrAppend(&out, json.str(), "\n");
+      } else {
+        absl::StrAppend(&out, event.cursor(), " ", FormatTime(event.at_unix_ms()), " ",
+                        event.type(), " ", event.instance(), " ", event.payload_json(), "\n");
+      }
+    }
+    Out(out);
+    if (response.lagged()) {
+      Err(absl::StrCat("ktctl: fell behind the event stream; resume with --since ", last));
+      return kExitGeneral;
+    }
+  }
+  grpc::Status status = reader->Finish();
+  return status.ok() ? kExitOk : ctx.Fail(status);
+}
+
+int Usage(Context& ctx, const std::vector<std::string>& args) {
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 0, 1);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), "agent usage [NAME]");
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::GetUsageRequest request;
+  if (!local->positionals.empty()) {
+    request.set_name(local->positionals[0]);
+  }
+  v1::GetUsageResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->agents().GetUsage(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  contract::JsonWriter json;
+  json.BeginObject().Key("schema_version").Int(2);
+  if (!request.name().empty()) {
+    json.Key("instance").String(request.name()).Key("usage");
+    WriteUsageView(json, response.usage());
+  } else {
+    json.Key("totals");
+    WriteFleetTotals(json, response.totals());
+  }
+  json.EndObject();
+  if (ctx.global.json) {
+    Out(json.Take() + "\n");
+  } else if (!request.name().empty()) {
+    const v1::UsageView& u = response.usage();
+    Out(absl::StrCat(request.name(), ": ", u.cumulative_input_tokens(), " input / ",
+                     u.cumulative_output_tokens(), " output tokens (current run ",
+                     u.current_run_input_tokens(), " / ", u.current_run_output_tokens(), ")",
+                     u.has_cumulative_dollars()
+                         ? absl::StrCat(", ", FormatDollars(u.cumulative_dollars()))
+                         : "",
+                     u.unknown_usage_calls() > 0
+                         ? absl::StrCat(", ", u.unknown_usage_calls(), " calls with unknown usage")
+                         : "",
+                     "\n"));
+  } else {
+    const v1::FleetTotals& t = response.totals();
+    Out(absl::StrCat("Fleet: ", t.total_input_tokens(), " input / ", t.total_output_tokens(),
+                     " output tokens",
+                     t.has_total_dollars() ? absl::StrCat(", ", FormatDollars(t.total_dollars()))
+                                           : "",
+                     "\n"));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddObserveCommands(std::vector<Command>& commands) {
+  commands.push_back({{"agent", "logs"},
+                      "NAME [-f] [--tail N] [--since T] [--stream out|err|engine]",
+                      "retained output; -f follows live output until the agent leaves running",
+                      Logs});
+  commands.push_back({{"agent", "usage"}, "[NAME]", "token usage of one instance or the Fleet",
+                      Usage});
+  commands.push_back({{"events"}, "[--instance NAME] [--since CURSOR]",
+                      "the event stream, resumable from a cursor", Events});
+}
+
+}  // namespace ktesio::cli

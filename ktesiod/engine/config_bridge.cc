@@ -1,0 +1,99 @@
+#include "engine/config_bridge.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "config/delivery.h"
+#include "config/delivery_files.h"
+#include "config/instance_file.h"
+#include "registry/snapshot.h"
+#include "supervisor/restart_policy.h"
+
+namespace ktesio::daemon::engine {
+namespace {
+
+int64_t Number(const std::vector<config::Entry>& entries, std::string_view key, int64_t fallback) {
+  std::optional<std::string> value = config::Lookup(entries, key);
+  int64_t parsed = 0;
+  if (value.has_value() && absl::SimpleAtoi(*value, &parsed)) {
+    return parsed;
+  }
+  return fallback;
+}
+
+}  // namespace
+
+std::string MemoryDir(const std::string& home) { return home + "/memory"; }
+
+absl::StatusOr<std::vector<config::Entry>> ConfigBridge::Effective(
+    const store::InstanceRow& row) const {
+  config::Layers layers;
+  absl::StatusOr<std::map<std::string, std::string>> instance = config::instance_file::Load(row.home);
+  if (!instance.ok()) {
+    return instance.status();
+  }
+  layers.instance = std::move(*instance);
+  if (row.memory_kind == "filesystem") {
+    layers.invocation_override["memory.dir"] = MemoryDir(row.home);
+  }
+  return config::Effective(layers);
+}
+
+supervisor::InstanceSettings ConfigBridge::Settings(const store::InstanceRow& row) const {
+  supervisor::InstanceSettings settings;
+  absl::StatusOr<std::vector<config::Entry>> entries = Effective(row);
+  if (!entries.ok()) {
+    return settings;
+  }
+  supervisor::RestartSettings& restart = settings.restart;
+  if (std::optional<std::string> policy = config::Lookup(*entries, "restart.policy")) {
+    restart.policy = supervisor::ParseRestartPolicy(*policy).value_or(restart.policy);
+  }
+  restart.backoff_initial_ms =
+      Number(*entries, "restart.backoff_initial_ms", restart.backoff_initial_ms);
+  restart.backoff_max_ms = Number(*entries, "restart.backoff_max_ms", restart.backoff_max_ms);
+  restart.max_consecutive = Number(*entries, "restart.max_consecutive", restart.max_consecutive);
+  restart.reset_after_ms = Number(*entries, "restart.reset_after_ms", restart.reset_after_ms);
+  settings.log_max_bytes =
+      static_cast<uint64_t>(Number(*entries, "logs.max_bytes", settings.log_max_bytes));
+  settings.log_keep = static_cast<uint32_t>(Number(*entries, "logs.keep", settings.log_keep));
+  settings.autostart = config::Lookup(*entries, "autostart").value_or("false") == "true";
+  return settings;
+}
+
+absl::StatusOr<supervisor::Delivery> ConfigBridge::Deliver(
+    const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot) const {
+  absl::StatusOr<std::vector<config::Entry>> entries = Effective(row);
+  if (!entries.ok()) {
+    return entries.status();
+  }
+  config::DeliveryInput input = config::InputFor(registry::FromSnapshot(snapshot),
+                                                 std::move(*entries),
+                                                 supervisor::SafeBaseEnvironment());
+  absl::StatusOr<std::map<std::string, std::string>> existing =
+      config::ReadExistingTargets(row.home, config::FileTargetPaths(input));
+  if (!existing.ok()) {
+    return existing.status();
+  }
+  input.existing_files = std::move(*existing);
+  absl::StatusOr<config::DeliveryPlan> plan =
+      config::PlanDelivery(input, config::StoreResolver(secrets_, config::ProcessEnvironment()));
+  if (!plan.ok()) {
+    return plan.status();
+  }
+  if (absl::Status status = config::WriteDeliveredFiles(row.home, *plan); !status.ok()) {
+    return status;
+  }
+  supervisor::Delivery delivery;
+  for (const auto& [key, value] : plan->env) {
+    delivery.env.emplace_back(key, value);
+  }
+  delivery.extra_args = plan->argv_tail;
+  for (const config::Notice& notice : plan->notices) {
+    delivery.notices.push_back(
+        absl::StrCat(notice.level == config::Notice::Level::kWarning ? "warning: " : "",
+                     notice.message));
+  }
+  return delivery;
+}
+
+}  // namespace ktesio::daemon::engine

@@ -1,0 +1,44 @@
+#pragma once
+
+// Connects the layered config (config/) to the rest of the engine: the effective config of an
+// instance, the supervisor settings derived from it, and start-time delivery into the agent's
+// native mechanisms.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "config/layers.h"
+#include "config/secrets.h"
+#include "ktesio/v1/common.pb.h"
+#include "store/store.h"
+#include "supervisor/supervisor.h"
+
+namespace ktesio::daemon::engine {
+
+class ConfigBridge {
+ public:
+  explicit ConfigBridge(std::string state_dir) : secrets_(std::move(state_dir)) {}
+
+  // The effective entries of an instance (engine defaults < kind defaults < instance file <
+  // engine-injected reserved keys). Errors: CONFIG_INVALID for an unreadable instance file.
+  absl::StatusOr<std::vector<config::Entry>> Effective(const store::InstanceRow& row) const;
+
+  // Supervisor settings from the effective config (defaults when the file is unreadable).
+  supervisor::InstanceSettings Settings(const store::InstanceRow& row) const;
+
+  // Renders and writes everything a start delivers; refuses with DELIVERY_FAILED (secret not
+  // resolvable, {env:VAR} unset) or CONFIG_INVALID before anything is launched.
+  absl::StatusOr<supervisor::Delivery> Deliver(const store::InstanceRow& row,
+                                               const v1::AdapterSnapshot& snapshot) const;
+
+  config::SecretsStore& secrets() { return secrets_; }
+
+ private:
+  config::SecretsStore secrets_;
+};
+
+// The managed memory directory of an Agent Home.
+std::string MemoryDir(const std::string& home);
+
+}  // namespace ktesio::daemon::engine

@@ -1,0 +1,135 @@
+// The engine's log operations: reading retained lines and following live ones.
+
+#include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "ktesio/contract/error.h"
+
+namespace ktesio::daemon::engine {
+namespace {
+
+namespace reason = contract::reason;
+
+v1::LogStream StreamOf(const std::string& name) {
+  if (name == "agent-out") {
+    return v1::LOG_STREAM_AGENT_OUT;
+  }
+  if (name == "agent-err") {
+    return v1::LOG_STREAM_AGENT_ERR;
+  }
+  return v1::LOG_STREAM_ENGINE;
+}
+
+absl::StatusOr<logs::LogQuery> QueryOf(const v1::LogFilter& filter) {
+  logs::LogQuery query;
+  query.tail = filter.tail();
+  query.since_ms = filter.since_unix_ms();
+  switch (filter.stream()) {
+    case v1::LOG_STREAM_UNSPECIFIED:
+      break;
+    case v1::LOG_STREAM_AGENT_OUT:
+      query.stream = "agent-out";
+      break;
+    case v1::LOG_STREAM_AGENT_ERR:
+      query.stream = "agent-err";
+      break;
+    case v1::LOG_STREAM_ENGINE:
+      query.stream = "engine";
+      break;
+    default:
+      return contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
+                                 "unknown log stream");
+  }
+  return query;
+}
+
+void AddLines(const std::string& instance, std::vector<logs::LogRecord> records,
+              google::protobuf::RepeatedPtrField<v1::LogLine>* lines) {
+  for (logs::LogRecord& record : records) {
+    v1::LogLine* line = lines->Add();
+    line->set_instance(instance);
+    line->set_stream(StreamOf(record.stream));
+    line->set_at_unix_ms(record.at_ms);
+    line->set_text(std::move(record.text));
+  }
+}
+
+}  // namespace
+
+absl::Status Engine::ReadLogs(const v1::ReadLogsRequest& request, v1::ReadLogsResponse* response) {
+  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.filter().name());
+  if (!row.ok()) {
+    return row.status();
+  }
+  absl::StatusOr<logs::LogQuery> query = QueryOf(request.filter());
+  if (!query.ok()) {
+    return query.status();
+  }
+  AddLines(row->name, logs::ReadRetained(row->home + "/logs", *query, nullptr),
+           response->mutable_lines());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Engine::StartFollow(const v1::LogFilter& filter, Emit emit,
+                                             std::function<void(absl::Status)> end) {
+  absl::StatusOr<store::InstanceRow> row = registry_.Find(filter.name());
+  if (!row.ok()) {
+    return row.status();
+  }
+  absl::StatusOr<logs::LogQuery> query = QueryOf(filter);
+  if (!query.ok()) {
+    return query.status();
+  }
+  const std::string log_dir = row->home + "/logs";
+  logs::Position position;
+  v1::FollowLogsResponse retained;
+  AddLines(row->name, logs::ReadRetained(log_dir, *query, &position), retained.mutable_lines());
+  if (row->state != "running") {
+    retained.set_end_note(absl::StrCat("'", row->name, "' is ", row->state,
+                                       ", not running: nothing more to follow"));
+    emit(std::move(retained));
+    end(absl::OkStatus());
+    return 0;
+  }
+  if (!retained.lines().empty()) {
+    emit(std::move(retained));
+  }
+  const uint64_t id = next_follow_++;
+  const std::string name = row->name;
+  Follow& follow = follows_[id];
+  follow.instance = name;
+  follow.emit = emit;
+  follow.end = std::move(end);
+  follow.follower = std::make_unique<logs::Follower>(
+      io_, log_dir, *query, position, [emit, name](std::vector<logs::LogRecord> records) {
+        v1::FollowLogsResponse batch;
+        AddLines(name, std::move(records), batch.mutable_lines());
+        emit(std::move(batch));
+      });
+  return id;
+}
+
+void Engine::StopFollow(uint64_t id) { follows_.erase(id); }
+
+void Engine::OnTransition(const store::InstanceRow& row, supervisor::State from,
+                          supervisor::State to) {
+  (void)from;
+  if (to == supervisor::State::kRunning) {
+    return;
+  }
+  for (auto it = follows_.begin(); it != follows_.end();) {
+    if (it->second.instance != row.name) {
+      ++it;
+      continue;
+    }
+    // Flush what the agent wrote up to now, then end with a note.
+    it->second.follower->Drain();
+    v1::FollowLogsResponse last;
+    last.set_end_note(absl::StrCat("'", row.name, "' left running (now ", row.state, ": ",
+                                   row.cause, ")"));
+    it->second.emit(std::move(last));
+    it->second.end(absl::OkStatus());
+    it = follows_.erase(it);
+  }
+}
+
+}  // namespace ktesio::daemon::engine

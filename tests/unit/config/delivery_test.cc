@@ -1,0 +1,329 @@
+#include "config/delivery.h"
+
+#include <sys/stat.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/delivery_files.h"
+#include "gtest/gtest.h"
+#include "testing.h"
+
+namespace ktesio::daemon::config {
+namespace {
+
+using contract::ConfigTarget;
+using testing::IsOk;
+using testing::ReadAll;
+using testing::StatusIs;
+using testing::TempDir;
+using testing::WriteAll;
+namespace reason = contract::reason;
+
+ConfigTarget Env(std::string name) {
+  ConfigTarget target;
+  target.kind = ConfigTarget::Kind::kEnv;
+  target.env = std::move(name);
+  return target;
+}
+
+ConfigTarget Flag(std::string flag) {
+  ConfigTarget target;
+  target.kind = ConfigTarget::Kind::kFlag;
+  target.flag = std::move(flag);
+  return target;
+}
+
+ConfigTarget File(std::string path, std::string key) {
+  ConfigTarget target;
+  target.kind = ConfigTarget::Kind::kFile;
+  target.file_path = std::move(path);
+  target.file_key = std::move(key);
+  return target;
+}
+
+// A resolver over a fixed map, recording what was asked.
+SecretResolver FakeSecrets(std::map<std::string, std::string> secrets) {
+  return [secrets = std::move(secrets)](std::string_view name) -> absl::StatusOr<std::string> {
+    auto it = secrets.find(std::string(name));
+    if (it == secrets.end()) {
+      return contract::MakeError(absl::StatusCode::kFailedPrecondition, "DELIVERY_FAILED",
+                                 "secret '" + std::string(name) +
+                                     "' is not resolvable: tried "
+                                     "the secrets store and the daemon environment variable " +
+                                     std::string(name));
+    }
+    return it->second;
+  };
+}
+
+DeliveryInput MakeInput(std::map<std::string, ConfigTarget> mapping,
+                        std::map<std::string, std::string> instance) {
+  DeliveryInput input;
+  input.mapping = std::move(mapping);
+  Layers layers;
+  layers.instance = std::move(instance);
+  input.effective = Effective(layers);
+  return input;
+}
+
+bool HasNotice(const DeliveryPlan& plan, Notice::Level level, std::string_view key,
+               std::string_view substring) {
+  for (const Notice& notice : plan.notices) {
+    if (notice.level == level && notice.key == key &&
+        notice.message.find(substring) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST(DeliveryTest, DeliversMappedKeysThroughEachTarget) {
+  DeliveryInput input =
+      MakeInput({{"model", Env("MODEL")},
+                 {"restart.policy", Flag("--restart")},
+                 {"budget.tokens.per_run", File("conf/agent.toml", "limits.tokens")},
+                 {"cost.rate.input", File("conf/agent.toml", "pricing.input")}},
+                {{"model", "gpt"},
+                 {"budget.tokens.per_run", "100"},
+                 {"cost.rate.input", "2.5"},
+                 {"logs.keep", "4"}});
+  absl::StatusOr<DeliveryPlan> plan = PlanDelivery(input, FakeSecrets({}));
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->env, (std::map<std::string, std::string>{{"MODEL", "gpt"}}));
+  EXPECT_EQ(plan->argv_tail, (std::vector<std::string>{"--restart", "on-failure"}));
+  ASSERT_EQ(plan->files.size(), 1u);
+  EXPECT_EQ(plan->files.at("conf/agent.toml"),
+            "[limits]\ntokens = \"100\"\n\n[pricing]\ninput = \"2.5\"\n");
+  EXPECT_TRUE(plan->notices.empty());
+  EXPECT_EQ(FileTargetPaths(input), (std::vector<std::string>{"conf/agent.toml"}));
+}
+
+TEST(DeliveryTest, UnmappedKeysAreSilentExceptMemoryDir) {
+  DeliveryInput input = MakeInput({}, {{"model", "gpt"}, {"restart.policy", "never"}});
+  absl::StatusOr<DeliveryPlan> plan = PlanDelivery(input, FakeSecrets({}));
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_TRUE(plan->env.empty());
+  EXPECT_TRUE(plan->argv_tail.empty());
+  EXPECT_TRUE(plan->notices.empty());
+
+  Layers layers;
+  layers.invocation_override = {{"memory.dir", "/h/memory"}, {"metering.base_url", "http://p"}};
+  input.effective = Effective(layers);
+  plan = PlanDelivery(input, FakeSecrets({}));
+  ASSERT_TRUE(IsOk(plan));
+  ASSERT_EQ(plan->notices.size(), 1u);
+  EXPECT_TRUE(HasNotice(*plan, Notice::Level::kInfo, "memory.dir", "not mapped"));
+
+  input.mapping = {{"memory.dir", Env("HERMES_HOME")}, {"metering.base_url", Env("BASE")}};
+  plan = PlanDelivery(input, FakeSecrets({}));
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_TRUE(plan->notices.empty());
+  EXPECT_EQ(plan->env, (std::map<std::string, std::string>{{"BASE", "http://p"},
+                                                           {"HERMES_HOME", "/h/memory"}}));
+}
+
+TEST(DeliveryTest, AgentPassThroughIsDeliveredVerbatim) {
+  DeliveryInput input = MakeInput(
+      {{"model", Env("MODEL")}},
+      {{"agent.FOO", "bar baz"}, {"agent.MODEL", "shadowed"}, {"model", "m"}, {"agent.EMPTY", ""}});
+  absl::StatusOr<DeliveryPlan> plan = PlanDelivery(input, FakeSecrets({}));
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->env, (std::map<std::string, std::string>{
+                           {"EMPTY", ""}, {"FOO", "bar baz"}, {"MODEL", "m"}}));
+  EXPECT_TRUE(HasNotice(*plan, Notice::Level::kWarning, "agent.MODEL",
+                        "MODEL is delivered by config key 'model'"));
+}
+
+TEST(DeliveryTest, PassThroughWithABadTailFromAKindDefaultIsSkippedWithAWarning) {
+  DeliveryInput input;
+  Layers layers;
+  layers.kind_default = {{"agent.not-an-env", "x"}};
+  input.effective = Effective(layers);
+  absl::StatusOr<DeliveryPlan> plan = PlanDelivery(input, FakeSecrets({}));
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_TRUE(plan->env.empty());
+  EXPECT_TRUE(HasNotice(*plan, Notice::Level::kWarning, "agent.not-an-env",
+                        "not a valid environment variable name"));
+}
+
+TEST(DeliveryTest, ExplicitMappingOfAPassThroughKeyWins) {
+  DeliveryInput input = MakeInput({{"agent.FOO", Flag("--foo")}}, {{"agent.FOO", "x"}});
+  absl::StatusOr<DeliveryPlan> plan = PlanDelivery(input, FakeSecrets({}));
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_TRUE(plan->env.empty());
+  EXPECT_EQ(plan->argv_tail, (std::vector<std::string>{"--foo", "x"}));
+}
+
+TEST(DeliveryTest, SecretsResolveOnlyIntoNativeTargets) {
+  DeliveryInput input =
+      MakeInput({{"model", File("a.toml", "llm.model")}, {"agent.KEY", Env("API_KEY")}},
+                {{"model", "secret:M"}, {"agent.KEY", "secret:K"}, {"agent.TOKEN", "secret:T"}});
+  absl::StatusOr<DeliveryPlan> plan = PlanDelivery(
+      input, FakeSecrets({{"M", "clear-model"}, {"K", "clear-key"}, {"T", "clear-token"}}));
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->env.at("API_KEY"), "clear-key");
+  EXPECT_EQ(plan->env.at("TOKEN"), "clear-token");
+  EXPECT_EQ(plan->files.at("a.toml"), "[llm]\nmodel = \"clear-model\"\n");
+  EXPECT_EQ(plan->effective_config_json.find("clear-"), std::string::npos);
+  EXPECT_NE(plan->effective_config_json.find(
+                "{\"key\":\"model\",\"value\":\"secret:****\",\"source\":\"instance\","
+                "\"unvalidated\":false}"),
+            std::string::npos)
+      << plan->effective_config_json;
+  EXPECT_NE(plan->effective_config_json.find(
+                "{\"key\":\"agent.TOKEN\",\"value\":\"secret:****\",\"source\":\"instance\","
+                "\"unvalidated\":true}"),
+            std::string::npos);
+  EXPECT_TRUE(plan->effective_config_json.starts_with("{\"schema_version\":1,\"entries\":["));
+  for (const Notice& notice : plan->notices) {
+    EXPECT_EQ(notice.message.find("clear-"), std::string::npos);
+  }
+}
+
+TEST(DeliveryTest, UnresolvedSecretRefusesTheStart) {
+  DeliveryInput input = MakeInput({{"model", Env("MODEL")}}, {{"model", "secret:GONE"}});
+  EXPECT_TRUE(StatusIs(PlanDelivery(input, FakeSecrets({})), absl::StatusCode::kFailedPrecondition,
+                       "DELIVERY_FAILED", "config key 'model': secret 'GONE' is not resolvable"));
+}
+
+TEST(DeliveryTest, SecretThroughAFlagWarns) {
+  DeliveryInput input = MakeInput({{"model", Flag("--model")}}, {{"model", "secret:M"}});
+  absl::StatusOr<DeliveryPlan> plan = PlanDelivery(input, FakeSecrets({{"M", "clear"}}));
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->argv_tail, (std::vector<std::string>{"--model", "clear"}));
+  EXPECT_TRUE(
+      HasNotice(*plan, Notice::Level::kWarning, "model", "argv is visible to other local users"));
+  // A plain value through a flag draws no warning.
+  input = MakeInput({{"model", Flag("--model")}}, {{"model", "plain"}});
+  plan = PlanDelivery(input, FakeSecrets({}));
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_TRUE(plan->notices.empty());
+}
+
+TEST(DeliveryTest, EnvShadowingTheStartTemplateIsANotice) {
+  DeliveryInput input = MakeInput({{"model", Env("MODEL")}}, {{"model", "m"}, {"agent.X", "1"}});
+  input.template_env = {{"MODEL", "template"}, {"X", "template"}, {"OTHER", "o"}};
+  absl::StatusOr<DeliveryPlan> plan = PlanDelivery(input, FakeSecrets({}));
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->env.at("MODEL"), "m");
+  EXPECT_TRUE(HasNotice(*plan, Notice::Level::kInfo, "model",
+                        "delivers MODEL, which overrides the start template's MODEL"));
+  EXPECT_TRUE(HasNotice(*plan, Notice::Level::kInfo, "agent.X", "overrides"));
+  EXPECT_EQ(plan->notices.size(), 2u);
+}
+
+TEST(DeliveryTest, EnvPlaceholderMustBeSetInTheChildEnvironment) {
+  const std::map<std::string, ConfigTarget> mapping = {{"model", File("c.toml", "model")},
+                                                       {"agent.OPENAI_KEY", Env("OPENAI_KEY")}};
+  DeliveryInput input = MakeInput(mapping, {{"model", "key={env:OPENAI_KEY}"}});
+  EXPECT_TRUE(StatusIs(PlanDelivery(input, FakeSecrets({})), absl::StatusCode::kFailedPrecondition,
+                       "DELIVERY_FAILED",
+                       "config key 'model' references {env:OPENAI_KEY}, which is not set in "
+                       "the agent's environment"));
+  // Set by the start template.
+  input.template_env = {{"OPENAI_KEY", "t"}};
+  EXPECT_TRUE(IsOk(PlanDelivery(input, FakeSecrets({}))));
+  // Set by the base environment.
+  input.template_env.clear();
+  input.base_env = {{"OPENAI_KEY", "b"}};
+  EXPECT_TRUE(IsOk(PlanDelivery(input, FakeSecrets({}))));
+  // Set by a delivered key (agent.* pass-through here).
+  input.base_env.clear();
+  input = MakeInput(mapping, {{"model", "key={env:OPENAI_KEY}"}, {"agent.OPENAI_KEY", "d"}});
+  EXPECT_TRUE(IsOk(PlanDelivery(input, FakeSecrets({}))));
+  // Set but empty counts as unset.
+  input = MakeInput(mapping, {{"model", "key={env:OPENAI_KEY}"}});
+  input.base_env = {{"OPENAI_KEY", ""}};
+  EXPECT_TRUE(StatusIs(PlanDelivery(input, FakeSecrets({})), absl::StatusCode::kFailedPrecondition,
+                       "DELIVERY_FAILED", "{env:OPENAI_KEY}"));
+}
+
+TEST(DeliveryTest, EnvPlaceholderCheckCoversEveryTargetAndSecrets) {
+  DeliveryInput input = MakeInput({{"model", Flag("--model")}}, {{"model", "{env:A}{env:B}"}});
+  input.base_env = {{"A", "1"}};
+  EXPECT_TRUE(StatusIs(PlanDelivery(input, FakeSecrets({})), absl::StatusCode::kFailedPrecondition,
+                       "DELIVERY_FAILED", "{env:B}"));
+  input = MakeInput({}, {{"agent.CFG", "secret:S"}});
+  EXPECT_TRUE(StatusIs(PlanDelivery(input, FakeSecrets({{"S", "{\"k\":\"{env:HIDDEN}\"}"}})),
+                       absl::StatusCode::kFailedPrecondition, "DELIVERY_FAILED",
+                       "config key 'agent.CFG' references {env:HIDDEN}"));
+  // Unmapped values are not delivered, so not checked.
+  input = MakeInput({}, {{"model", "{env:NOPE}"}});
+  EXPECT_TRUE(IsOk(PlanDelivery(input, FakeSecrets({}))));
+}
+
+TEST(DeliveryTest, FileTargetsMergeIntoExistingContent) {
+  DeliveryInput input = MakeInput({{"model", File("cfg/a.toml", "llm.model")}}, {{"model", "m"}});
+  input.existing_files = {{"cfg/a.toml", "keep = 1\n[llm]\nmodel = \"old\"\n"}};
+  absl::StatusOr<DeliveryPlan> plan = PlanDelivery(input, FakeSecrets({}));
+  ASSERT_TRUE(IsOk(plan));
+  const std::string& document = plan->files.at("cfg/a.toml");
+  EXPECT_NE(document.find("keep = 1"), std::string::npos) << document;
+  EXPECT_NE(document.find("model = \"m\""), std::string::npos) << document;
+  EXPECT_EQ(document.find("old"), std::string::npos) << document;
+
+  input.existing_files = {{"cfg/a.toml", "not toml ["}};
+  EXPECT_TRUE(StatusIs(PlanDelivery(input, FakeSecrets({})), absl::StatusCode::kFailedPrecondition,
+                       "DELIVERY_FAILED", "file target 'cfg/a.toml'"));
+}
+
+TEST(DeliveryTest, InputForUsesTheDeclaration) {
+  contract::AdapterDeclaration declaration;
+  declaration.config = {{"model", Env("MODEL")}};
+  declaration.start.env = {{"MODEL", "t"}};
+  DeliveryInput input = InputFor(declaration, Effective(Layers{}), {{"PATH", "/bin"}});
+  EXPECT_EQ(input.mapping, declaration.config);
+  EXPECT_EQ(input.template_env, declaration.start.env);
+  EXPECT_EQ(input.base_env.at("PATH"), "/bin");
+  EXPECT_EQ(input.effective.size(), 9u);
+}
+
+TEST(DeliveryTest, StoreResolverUsesStoreThenEnvironment) {
+  TempDir state;
+  SecretsStore store(state.path());
+  ASSERT_TRUE(IsOk(store.Set("K", "from-store")));
+  SecretResolver resolve =
+      StoreResolver(store, [](const std::string& name) -> std::optional<std::string> {
+        return name == "E" || name == "K" ? std::optional<std::string>("from-env") : std::nullopt;
+      });
+  EXPECT_EQ(*resolve("K"), "from-store");
+  EXPECT_EQ(*resolve("E"), "from-env");
+  EXPECT_TRUE(StatusIs(resolve("X"), absl::StatusCode::kFailedPrecondition, "DELIVERY_FAILED",
+                       "secret 'X'"));
+}
+
+TEST(DeliveryFilesTest, WritesTargetsAndSnapshotInsideTheHome) {
+  TempDir home;
+  DeliveryPlan plan;
+  plan.files = {{"cfg/deep/a.toml", "x = \"1\"\n"}, {"b.toml", "y = \"2\"\n"}};
+  plan.effective_config_json = "{\"schema_version\":1,\"entries\":[]}";
+  ASSERT_TRUE(IsOk(WriteDeliveredFiles(home.path(), plan)));
+  EXPECT_EQ(ReadAll(home.File("cfg/deep/a.toml")), "x = \"1\"\n");
+  EXPECT_EQ(ReadAll(home.File("b.toml")), "y = \"2\"\n");
+  EXPECT_EQ(testing::ModeOf(home.File("cfg/deep/a.toml")), 0600u);
+  EXPECT_EQ(ReadAll(home.File("effective-config.json")), plan.effective_config_json);
+  EXPECT_EQ(testing::ModeOf(home.File("effective-config.json")), 0600u);
+
+  absl::StatusOr<std::map<std::string, std::string>> existing =
+      ReadExistingTargets(home.path(), {"cfg/deep/a.toml", "absent.toml"});
+  ASSERT_TRUE(IsOk(existing));
+  EXPECT_EQ(*existing, (std::map<std::string, std::string>{{"cfg/deep/a.toml", "x = \"1\"\n"}}));
+}
+
+TEST(DeliveryFilesTest, RefusesSymlinkEscapes) {
+  TempDir home;
+  TempDir outside;
+  ASSERT_EQ(symlink(outside.path().c_str(), home.File("link").c_str()), 0);
+  DeliveryPlan plan;
+  plan.files = {{"link/a.toml", "x = \"1\"\n"}};
+  EXPECT_TRUE(StatusIs(WriteDeliveredFiles(home.path(), plan), absl::StatusCode::kInvalidArgument,
+                       reason::kConfigInvalid, "escapes the Agent Home"));
+  EXPECT_FALSE(std::filesystem::exists(outside.File("a.toml")));
+  EXPECT_TRUE(StatusIs(ReadExistingTargets(home.path(), {"link/a.toml"}),
+                       absl::StatusCode::kInvalidArgument, reason::kConfigInvalid));
+}
+
+}  // namespace
+}  // namespace ktesio::daemon::config
