@@ -268,10 +268,10 @@ int MemoryAttach(Context& ctx, const std::vector<std::string>& args) {
   } else if (kind == "native") {
     request.set_kind(v1::MEMORY_KIND_NATIVE);
   } else {
-    return ReportError(ctx.global.json, "UNKNOWN_MEMORY_KIND",
-                       absl::StrCat("unknown memory kind '", kind.value_or(""),
-                                    "' (filesystem | native)"),
-                       kExitUsage);
+    return ReportError(
+        ctx.global.json, "UNKNOWN_MEMORY_KIND",
+        absl::StrCat("unknown memory kind '", kind.value_or(""), "' (filesystem | native)"),
+        kExitUsage);
   }
   int code = 0;
   Client* client = ctx.Connect(&code);
@@ -335,18 +335,28 @@ int MemoryDetach(Context& ctx, const std::vector<std::string>& args) {
 }  // namespace
 
 void AddConfigCommands(std::vector<Command>& commands) {
-  commands.push_back({{"agent", "config", "set"}, "NAME KEY VALUE",
-                      "validate and set one key in the instance layer", ConfigSet});
-  commands.push_back({{"agent", "config", "get"}, "NAME [KEY] [--reveal]",
-                      "effective config with each value's source layer", ConfigGet});
-  commands.push_back({{"agent", "config", "unset"}, "NAME KEY",
-                      "remove one key from the instance layer", ConfigUnset});
-  commands.push_back({{"agent", "memory", "attach"}, "NAME --kind filesystem|native",
+  commands.push_back({{"agent", "config", "set"},
+                      "NAME KEY VALUE",
+                      "validate and set one key in the instance layer",
+                      ConfigSet});
+  commands.push_back({{"agent", "config", "get"},
+                      "NAME [KEY] [--reveal]",
+                      "effective config with each value's source layer",
+                      ConfigGet});
+  commands.push_back({{"agent", "config", "unset"},
+                      "NAME KEY",
+                      "remove one key from the instance layer",
+                      ConfigUnset});
+  commands.push_back({{"agent", "memory", "attach"},
+                      "NAME --kind filesystem|native",
                       "attach a Memory Backing (registered, stopped or failed only)",
                       MemoryAttach});
-  commands.push_back({{"agent", "memory", "detach"}, "NAME",
-                      "detach the Memory Backing (metadata only)", MemoryDetach});
-  commands.push_back({{"secret", "set"}, "NAME [--from-file PATH]",
+  commands.push_back({{"agent", "memory", "detach"},
+                      "NAME",
+                      "detach the Memory Backing (metadata only)",
+                      MemoryDetach});
+  commands.push_back({{"secret", "set"},
+                      "NAME [--from-file PATH]",
                       "store a secret; the value is read from stdin, never from argv",
                       SecretSet});
   commands.push_back({{"secret", "list"}, "", "secret names (never values)", SecretList});

@@ -77,9 +77,9 @@ int Logs(Context& ctx, const std::vector<std::string>& args) {
   if (std::optional<std::string> since = local->Value("--since")) {
     std::optional<int64_t> ms = ParseSince(*since);
     if (!ms.has_value()) {
-      return ctx.Usage(absl::StrCat("--since takes an RFC 3339 time or a duration like 10m, got '",
-                                    *since, "'"),
-                       kUsage);
+      return ctx.Usage(
+          absl::StrCat("--since takes an RFC 3339 time or a duration like 10m, got '", *since, "'"),
+          kUsage);
     }
     filter.set_since_unix_ms(*ms);
   }
@@ -91,8 +91,7 @@ int Logs(Context& ctx, const std::vector<std::string>& args) {
     } else if (*stream == "engine") {
       filter.set_stream(v1::LOG_STREAM_ENGINE);
     } else {
-      return ctx.Usage(absl::StrCat("--stream is out, err or engine, got '", *stream, "'"),
-                       kUsage);
+      return ctx.Usage(absl::StrCat("--stream is out, err or engine, got '", *stream, "'"), kUsage);
     }
   }
   int code = 0;
@@ -214,23 +213,20 @@ int Usage(Context& ctx, const std::vector<std::string>& args) {
     Out(json.Take() + "\n");
   } else if (!request.name().empty()) {
     const v1::UsageView& u = response.usage();
-    Out(absl::StrCat(request.name(), ": ", u.cumulative_input_tokens(), " input / ",
-                     u.cumulative_output_tokens(), " output tokens (current run ",
-                     u.current_run_input_tokens(), " / ", u.current_run_output_tokens(), ")",
-                     u.has_cumulative_dollars()
-                         ? absl::StrCat(", ", FormatDollars(u.cumulative_dollars()))
-                         : "",
-                     u.unknown_usage_calls() > 0
-                         ? absl::StrCat(", ", u.unknown_usage_calls(), " calls with unknown usage")
-                         : "",
-                     "\n"));
+    Out(absl::StrCat(
+        request.name(), ": ", u.cumulative_input_tokens(), " input / ",
+        u.cumulative_output_tokens(), " output tokens (current run ", u.current_run_input_tokens(),
+        " / ", u.current_run_output_tokens(), ")",
+        u.has_cumulative_dollars() ? absl::StrCat(", ", FormatDollars(u.cumulative_dollars())) : "",
+        u.unknown_usage_calls() > 0
+            ? absl::StrCat(", ", u.unknown_usage_calls(), " calls with unknown usage")
+            : "",
+        "\n"));
   } else {
     const v1::FleetTotals& t = response.totals();
-    Out(absl::StrCat("Fleet: ", t.total_input_tokens(), " input / ", t.total_output_tokens(),
-                     " output tokens",
-                     t.has_total_dollars() ? absl::StrCat(", ", FormatDollars(t.total_dollars()))
-                                           : "",
-                     "\n"));
+    Out(absl::StrCat(
+        "Fleet: ", t.total_input_tokens(), " input / ", t.total_output_tokens(), " output tokens",
+        t.has_total_dollars() ? absl::StrCat(", ", FormatDollars(t.total_dollars())) : "", "\n"));
   }
   return kExitOk;
 }
@@ -242,10 +238,12 @@ void AddObserveCommands(std::vector<Command>& commands) {
                       "NAME [-f] [--tail N] [--since T] [--stream out|err|engine]",
                       "retained output; -f follows live output until the agent leaves running",
                       Logs});
-  commands.push_back({{"agent", "usage"}, "[NAME]", "token usage of one instance or the Fleet",
-                      Usage});
-  commands.push_back({{"events"}, "[--instance NAME] [--since CURSOR]",
-                      "the event stream, resumable from a cursor", Events});
+  commands.push_back(
+      {{"agent", "usage"}, "[NAME]", "token usage of one instance or the Fleet", Usage});
+  commands.push_back({{"events"},
+                      "[--instance NAME] [--since CURSOR]",
+                      "the event stream, resumable from a cursor",
+                      Events});
 }
 
 }  // namespace ktesio::cli

@@ -76,18 +76,18 @@ grpc::ServerUnaryReactor* RunUnaryAsync(ApiContext& api, grpc::CallbackServerCon
     Finish(ctx, reactor, uid.status());
     return reactor;
   }
-  api.engine->Post([&api, ctx, reactor, request, response, rpc, uid = *uid,
-                    fn = std::move(fn)]() mutable {
-    fn(*request, response, [&api, ctx, reactor, request, rpc, uid](absl::Status status) {
-      std::string instance;
-      if constexpr (requires { request->name(); }) {
-        instance = request->name();
-      }
-      api.logger->info("audit uid={} rpc={} instance={} result={}", uid, rpc, instance,
-                       status.ok() ? "ok" : contract::ErrorReason(status));
-      Finish(ctx, reactor, status);
-    });
-  });
+  api.engine->Post(
+      [&api, ctx, reactor, request, response, rpc, uid = *uid, fn = std::move(fn)]() mutable {
+        fn(*request, response, [&api, ctx, reactor, request, rpc, uid](absl::Status status) {
+          std::string instance;
+          if constexpr (requires { request->name(); }) {
+            instance = request->name();
+          }
+          api.logger->info("audit uid={} rpc={} instance={} result={}", uid, rpc, instance,
+                           status.ok() ? "ok" : contract::ErrorReason(status));
+          Finish(ctx, reactor, status);
+        });
+      });
   return reactor;
 }
 

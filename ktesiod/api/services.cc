@@ -83,57 +83,71 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetAgent(grpc::CallbackServerContext
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::RemoveAgent(grpc::CallbackServerContext* ctx,
-    const v1::RemoveAgentRequest* request, v1::RemoveAgentResponse* response) {
+                                                        const v1::RemoveAgentRequest* request,
+                                                        v1::RemoveAgentResponse* response) {
   return RunUnaryAsync(api_, ctx, request, response, "RemoveAgent",
-                       [this](const v1::RemoveAgentRequest& in, v1::RemoveAgentResponse* out, engine::Engine::Finish finish) {
+                       [this](const v1::RemoveAgentRequest& in, v1::RemoveAgentResponse* out,
+                              engine::Engine::Finish finish) {
                          api_.engine->RemoveAgent(in, out, std::move(finish));
                        });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::StartAgent(grpc::CallbackServerContext* ctx,
-    const v1::StartAgentRequest* request, v1::StartAgentResponse* response) {
+                                                       const v1::StartAgentRequest* request,
+                                                       v1::StartAgentResponse* response) {
   return RunUnaryAsync(api_, ctx, request, response, "StartAgent",
-                       [this](const v1::StartAgentRequest& in, v1::StartAgentResponse* out, engine::Engine::Finish finish) {
+                       [this](const v1::StartAgentRequest& in, v1::StartAgentResponse* out,
+                              engine::Engine::Finish finish) {
                          api_.engine->StartAgent(in, out, std::move(finish));
                        });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::StopAgent(grpc::CallbackServerContext* ctx,
-    const v1::StopAgentRequest* request, v1::StopAgentResponse* response) {
+                                                      const v1::StopAgentRequest* request,
+                                                      v1::StopAgentResponse* response) {
   return RunUnaryAsync(api_, ctx, request, response, "StopAgent",
-                       [this](const v1::StopAgentRequest& in, v1::StopAgentResponse* out, engine::Engine::Finish finish) {
+                       [this](const v1::StopAgentRequest& in, v1::StopAgentResponse* out,
+                              engine::Engine::Finish finish) {
                          api_.engine->StopAgent(in, out, std::move(finish));
                        });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::RestartAgent(grpc::CallbackServerContext* ctx,
-    const v1::RestartAgentRequest* request, v1::RestartAgentResponse* response) {
+                                                         const v1::RestartAgentRequest* request,
+                                                         v1::RestartAgentResponse* response) {
   return RunUnaryAsync(api_, ctx, request, response, "RestartAgent",
-                       [this](const v1::RestartAgentRequest& in, v1::RestartAgentResponse* out, engine::Engine::Finish finish) {
+                       [this](const v1::RestartAgentRequest& in, v1::RestartAgentResponse* out,
+                              engine::Engine::Finish finish) {
                          api_.engine->RestartAgent(in, out, std::move(finish));
                        });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::PauseAgent(grpc::CallbackServerContext* ctx,
-    const v1::PauseAgentRequest* request, v1::PauseAgentResponse* response) {
+                                                       const v1::PauseAgentRequest* request,
+                                                       v1::PauseAgentResponse* response) {
   return RunUnaryAsync(api_, ctx, request, response, "PauseAgent",
-                       [this](const v1::PauseAgentRequest& in, v1::PauseAgentResponse* out, engine::Engine::Finish finish) {
+                       [this](const v1::PauseAgentRequest& in, v1::PauseAgentResponse* out,
+                              engine::Engine::Finish finish) {
                          api_.engine->PauseAgent(in, out, std::move(finish));
                        });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::ResumeAgent(grpc::CallbackServerContext* ctx,
-    const v1::ResumeAgentRequest* request, v1::ResumeAgentResponse* response) {
+                                                        const v1::ResumeAgentRequest* request,
+                                                        v1::ResumeAgentResponse* response) {
   return RunUnaryAsync(api_, ctx, request, response, "ResumeAgent",
-                       [this](const v1::ResumeAgentRequest& in, v1::ResumeAgentResponse* out, engine::Engine::Finish finish) {
+                       [this](const v1::ResumeAgentRequest& in, v1::ResumeAgentResponse* out,
+                              engine::Engine::Finish finish) {
                          api_.engine->ResumeAgent(in, out, std::move(finish));
                        });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::SendInput(grpc::CallbackServerContext* ctx,
-    const v1::SendInputRequest* request, v1::SendInputResponse* response) {
+                                                      const v1::SendInputRequest* request,
+                                                      v1::SendInputResponse* response) {
   return RunUnaryAsync(api_, ctx, request, response, "SendInput",
-                       [this](const v1::SendInputRequest& in, v1::SendInputResponse* out, engine::Engine::Finish finish) {
+                       [this](const v1::SendInputRequest& in, v1::SendInputResponse* out,
+                              engine::Engine::Finish finish) {
                          api_.engine->SendInput(in, out, std::move(finish));
                        });
 }
@@ -145,15 +159,21 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetUsage(grpc::CallbackServerContext
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::AttachMemory(grpc::CallbackServerContext* ctx,
-    const v1::AttachMemoryRequest* request, v1::AttachMemoryResponse* response) {
+                                                         const v1::AttachMemoryRequest* request,
+                                                         v1::AttachMemoryResponse* response) {
   return RunUnary(api_, ctx, request, response, "AttachMemory", true,
-                  [this](const v1::AttachMemoryRequest& in, v1::AttachMemoryResponse* out) { return api_.engine->AttachMemory(in, out); });
+                  [this](const v1::AttachMemoryRequest& in, v1::AttachMemoryResponse* out) {
+                    return api_.engine->AttachMemory(in, out);
+                  });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::DetachMemory(grpc::CallbackServerContext* ctx,
-    const v1::DetachMemoryRequest* request, v1::DetachMemoryResponse* response) {
+                                                         const v1::DetachMemoryRequest* request,
+                                                         v1::DetachMemoryResponse* response) {
   return RunUnary(api_, ctx, request, response, "DetachMemory", true,
-                  [this](const v1::DetachMemoryRequest& in, v1::DetachMemoryResponse* out) { return api_.engine->DetachMemory(in, out); });
+                  [this](const v1::DetachMemoryRequest& in, v1::DetachMemoryResponse* out) {
+                    return api_.engine->DetachMemory(in, out);
+                  });
 }
 
 // --- LogService ---
@@ -175,39 +195,58 @@ grpc::ServerWriteReactor<v1::FollowLogsResponse>* LogServiceImpl::FollowLogs(
 // --- ConfigService / SecretService ---
 
 grpc::ServerUnaryReactor* ConfigServiceImpl::SetConfig(grpc::CallbackServerContext* ctx,
-    const v1::SetConfigRequest* request, v1::SetConfigResponse* response) {
+                                                       const v1::SetConfigRequest* request,
+                                                       v1::SetConfigResponse* response) {
   return RunUnary(api_, ctx, request, response, "SetConfig", true,
-                  [this](const v1::SetConfigRequest& in, v1::SetConfigResponse* out) { return api_.engine->SetConfig(in, out); });
+                  [this](const v1::SetConfigRequest& in, v1::SetConfigResponse* out) {
+                    return api_.engine->SetConfig(in, out);
+                  });
 }
 
 grpc::ServerUnaryReactor* ConfigServiceImpl::GetConfig(grpc::CallbackServerContext* ctx,
-    const v1::GetConfigRequest* request, v1::GetConfigResponse* response) {
+                                                       const v1::GetConfigRequest* request,
+                                                       v1::GetConfigResponse* response) {
   return RunUnary(api_, ctx, request, response, "GetConfig", false,
-                  [this](const v1::GetConfigRequest& in, v1::GetConfigResponse* out) { return api_.engine->GetConfig(in, out); });
+                  [this](const v1::GetConfigRequest& in, v1::GetConfigResponse* out) {
+                    return api_.engine->GetConfig(in, out);
+                  });
 }
 
 grpc::ServerUnaryReactor* ConfigServiceImpl::UnsetConfig(grpc::CallbackServerContext* ctx,
-    const v1::UnsetConfigRequest* request, v1::UnsetConfigResponse* response) {
+                                                         const v1::UnsetConfigRequest* request,
+                                                         v1::UnsetConfigResponse* response) {
   return RunUnary(api_, ctx, request, response, "UnsetConfig", true,
-                  [this](const v1::UnsetConfigRequest& in, v1::UnsetConfigResponse* out) { return api_.engine->UnsetConfig(in, out); });
+                  [this](const v1::UnsetConfigRequest& in, v1::UnsetConfigResponse* out) {
+                    return api_.engine->UnsetConfig(in, out);
+                  });
 }
 
 grpc::ServerUnaryReactor* SecretServiceImpl::SetSecret(grpc::CallbackServerContext* ctx,
-    const v1::SetSecretRequest* request, v1::SetSecretResponse* response) {
+                                                       const v1::SetSecretRequest* request,
+                                                       v1::SetSecretResponse* response) {
   return RunUnary(api_, ctx, request, response, "SetSecret", true,
-                  [this](const v1::SetSecretRequest& in, v1::SetSecretResponse* out) { return api_.engine->SetSecret(in, out); });
+                  [this](const v1::SetSecretRequest& in, v1::SetSecretResponse* out) {
+                    return api_.engine->SetSecret(in, out);
+                  });
 }
 
 grpc::ServerUnaryReactor* SecretServiceImpl::ListSecrets(grpc::CallbackServerContext* ctx,
-    const v1::ListSecretsRequest* request, v1::ListSecretsResponse* response) {
+                                                         const v1::ListSecretsRequest* request,
+                                                         v1::ListSecretsResponse* response) {
   return RunUnary(api_, ctx, request, response, "ListSecrets", false,
-                  [this](const v1::ListSecretsRequest& in, v1::ListSecretsResponse* out) { (void)in; return api_.engine->ListSecrets(out); });
+                  [this](const v1::ListSecretsRequest& in, v1::ListSecretsResponse* out) {
+                    (void)in;
+                    return api_.engine->ListSecrets(out);
+                  });
 }
 
 grpc::ServerUnaryReactor* SecretServiceImpl::RemoveSecret(grpc::CallbackServerContext* ctx,
-    const v1::RemoveSecretRequest* request, v1::RemoveSecretResponse* response) {
+                                                          const v1::RemoveSecretRequest* request,
+                                                          v1::RemoveSecretResponse* response) {
   return RunUnary(api_, ctx, request, response, "RemoveSecret", true,
-                  [this](const v1::RemoveSecretRequest& in, v1::RemoveSecretResponse* out) { return api_.engine->RemoveSecret(in, out); });
+                  [this](const v1::RemoveSecretRequest& in, v1::RemoveSecretResponse* out) {
+                    return api_.engine->RemoveSecret(in, out);
+                  });
 }
 
 // --- EventService ---

@@ -90,7 +90,8 @@ int RunDaemon(const DaemonOptions& flags) {
     log->error("start refused: {}", std::string(lock.status().message()));
     return 1;
   }
-  absl::StatusOr<std::unique_ptr<engine::Engine>> engine = engine::Engine::Create(*paths, MakeLogger("engine", options.log_level));
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(*paths, MakeLogger("engine", options.log_level));
   if (!engine.ok()) {
     log->error("start failed: {}", std::string(engine.status().message()));
     return 1;

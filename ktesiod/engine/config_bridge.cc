@@ -27,7 +27,8 @@ std::string MemoryDir(const std::string& home) { return home + "/memory"; }
 absl::StatusOr<std::vector<config::Entry>> ConfigBridge::Effective(
     const store::InstanceRow& row) const {
   config::Layers layers;
-  absl::StatusOr<std::map<std::string, std::string>> instance = config::instance_file::Load(row.home);
+  absl::StatusOr<std::map<std::string, std::string>> instance =
+      config::instance_file::Load(row.home);
   if (!instance.ok()) {
     return instance.status();
   }
@@ -66,9 +67,8 @@ absl::StatusOr<supervisor::Delivery> ConfigBridge::Deliver(
   if (!entries.ok()) {
     return entries.status();
   }
-  config::DeliveryInput input = config::InputFor(registry::FromSnapshot(snapshot),
-                                                 std::move(*entries),
-                                                 supervisor::SafeBaseEnvironment());
+  config::DeliveryInput input = config::InputFor(
+      registry::FromSnapshot(snapshot), std::move(*entries), supervisor::SafeBaseEnvironment());
   absl::StatusOr<std::map<std::string, std::string>> existing =
       config::ReadExistingTargets(row.home, config::FileTargetPaths(input));
   if (!existing.ok()) {
@@ -89,9 +89,8 @@ absl::StatusOr<supervisor::Delivery> ConfigBridge::Deliver(
   }
   delivery.extra_args = plan->argv_tail;
   for (const config::Notice& notice : plan->notices) {
-    delivery.notices.push_back(
-        absl::StrCat(notice.level == config::Notice::Level::kWarning ? "warning: " : "",
-                     notice.message));
+    delivery.notices.push_back(absl::StrCat(
+        notice.level == config::Notice::Level::kWarning ? "warning: " : "", notice.message));
   }
   return delivery;
 }

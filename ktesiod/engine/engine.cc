@@ -230,17 +230,17 @@ void Engine::StopAgent(const v1::StopAgentRequest& request, v1::StopAgentRespons
   if (request.has_timeout_seconds()) {
     timeout = request.timeout_seconds();
   }
-  supervisor_.Stop(request.name(), timeout,
-                   [this, request, response, finish](absl::Status status,
-                                                     std::vector<std::string> notices) {
-                     for (std::string& notice : notices) {
-                       response->add_notices(std::move(notice));
-                     }
-                     if (status.ok()) {
-                       status = Reload(request.name(), response->mutable_instance());
-                     }
-                     finish(status);
-                   });
+  supervisor_.Stop(
+      request.name(), timeout,
+      [this, request, response, finish](absl::Status status, std::vector<std::string> notices) {
+        for (std::string& notice : notices) {
+          response->add_notices(std::move(notice));
+        }
+        if (status.ok()) {
+          status = Reload(request.name(), response->mutable_instance());
+        }
+        finish(status);
+      });
 }
 
 void Engine::RestartAgent(const v1::RestartAgentRequest& request,
@@ -249,17 +249,17 @@ void Engine::RestartAgent(const v1::RestartAgentRequest& request,
   if (request.has_timeout_seconds()) {
     timeout = request.timeout_seconds();
   }
-  supervisor_.Restart(request.name(), timeout,
-                      [this, request, response, finish](absl::Status status,
-                                                        std::vector<std::string> notices) {
-                        for (std::string& notice : notices) {
-                          response->add_notices(std::move(notice));
-                        }
-                        if (status.ok()) {
-                          status = Reload(request.name(), response->mutable_instance());
-                        }
-                        finish(status);
-                      });
+  supervisor_.Restart(
+      request.name(), timeout,
+      [this, request, response, finish](absl::Status status, std::vector<std::string> notices) {
+        for (std::string& notice : notices) {
+          response->add_notices(std::move(notice));
+        }
+        if (status.ok()) {
+          status = Reload(request.name(), response->mutable_instance());
+        }
+        finish(status);
+      });
 }
 
 void Engine::PauseAgent(const v1::PauseAgentRequest& request, v1::PauseAgentResponse* response,

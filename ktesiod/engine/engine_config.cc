@@ -56,15 +56,15 @@ absl::Status Engine::SetConfig(const v1::SetConfigRequest& request,
   auto target = snapshot.config().find(request.key());
   if (entry.secret_ref && target != snapshot.config().end() &&
       target->second.target_case() == v1::ConfigTarget::kFlag) {
-    response->add_notices(absl::StrCat("warning: '", request.key(),
-                                       "' holds a secret and is delivered as the flag ",
-                                       target->second.flag(),
-                                       ": argv is visible to other users of this machine"));
+    response->add_notices(
+        absl::StrCat("warning: '", request.key(), "' holds a secret and is delivered as the flag ",
+                     target->second.flag(), ": argv is visible to other users of this machine"));
   }
   if (const std::optional<supervisor::State> state = supervisor::ParseState(row->state);
       state.has_value() && supervisor::IsLive(*state)) {
-    response->add_notices("the instance is live: the new value is delivered at its next start "
-                          "(budgets apply from the next usage event)");
+    response->add_notices(
+        "the instance is live: the new value is delivered at its next start "
+        "(budgets apply from the next usage event)");
   }
   return absl::OkStatus();
 }
@@ -193,8 +193,9 @@ absl::Status Engine::AttachMemory(const v1::AttachMemoryRequest& request,
   response->set_name(row->name);
   *response->mutable_memory() = view.memory();
   if (kind == "filesystem" && !view.memory().declared()) {
-    response->add_notices("this adapter maps no 'memory.dir': the directory exists but is "
-                          "delivered nowhere (declared: false)");
+    response->add_notices(
+        "this adapter maps no 'memory.dir': the directory exists but is "
+        "delivered nowhere (declared: false)");
   }
   return absl::OkStatus();
 }

@@ -84,8 +84,8 @@ absl::StatusOr<uint64_t> Engine::StartFollow(const v1::LogFilter& filter, Emit e
   v1::FollowLogsResponse retained;
   AddLines(row->name, logs::ReadRetained(log_dir, *query, &position), retained.mutable_lines());
   if (row->state != "running") {
-    retained.set_end_note(absl::StrCat("'", row->name, "' is ", row->state,
-                                       ", not running: nothing more to follow"));
+    retained.set_end_note(
+        absl::StrCat("'", row->name, "' is ", row->state, ", not running: nothing more to follow"));
     emit(std::move(retained));
     end(absl::OkStatus());
     return 0;
@@ -124,8 +124,8 @@ void Engine::OnTransition(const store::InstanceRow& row, supervisor::State from,
     // Flush what the agent wrote up to now, then end with a note.
     it->second.follower->Drain();
     v1::FollowLogsResponse last;
-    last.set_end_note(absl::StrCat("'", row.name, "' left running (now ", row.state, ": ",
-                                   row.cause, ")"));
+    last.set_end_note(
+        absl::StrCat("'", row.name, "' left running (now ", row.state, ": ", row.cause, ")"));
     it->second.emit(std::move(last));
     it->second.end(absl::OkStatus());
     it = follows_.erase(it);

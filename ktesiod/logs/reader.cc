@@ -77,8 +77,8 @@ std::vector<LogRecord> ReadRetained(const std::string& log_dir, const LogQuery& 
                                 std::make_move_iterator(window.end()));
 }
 
-Follower::Follower(boost::asio::io_context& io, std::string log_dir, LogQuery query,
-                   Position from, Sink sink)
+Follower::Follower(boost::asio::io_context& io, std::string log_dir, LogQuery query, Position from,
+                   Sink sink)
     : log_dir_(std::move(log_dir)),
       query_(std::move(query)),
       position_(from),

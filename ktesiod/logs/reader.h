@@ -15,9 +15,9 @@
 namespace ktesio::daemon::logs {
 
 struct LogQuery {
-  uint32_t tail = 0;         // 0 = every retained record
-  int64_t since_ms = 0;      // 0 = no lower bound
-  std::string stream;        // "" = all, else agent-out | agent-err | engine
+  uint32_t tail = 0;     // 0 = every retained record
+  int64_t since_ms = 0;  // 0 = no lower bound
+  std::string stream;    // "" = all, else agent-out | agent-err | engine
 };
 
 bool Matches(const LogQuery& query, const LogRecord& record);

@@ -62,9 +62,8 @@ std::optional<LogRecord> ParseRecord(std::string_view line) {
     return std::nullopt;
   }
   size_t second = line.find(' ', first + 1);
-  std::string_view stream =
-      line.substr(first + 1, second == std::string_view::npos ? std::string_view::npos
-                                                              : second - first - 1);
+  std::string_view stream = line.substr(
+      first + 1, second == std::string_view::npos ? std::string_view::npos : second - first - 1);
   if (stream != "agent-out" && stream != "agent-err" && stream != "engine") {
     return std::nullopt;
   }
@@ -83,8 +82,8 @@ std::optional<LogRecord> ParseRecord(std::string_view line) {
 
 absl::Status AppendEngineLine(const std::string& log_dir, int64_t unix_ms, std::string_view text) {
   std::vector<Segment> segments = ListSegments(log_dir);
-  std::string path = segments.empty() ? absl::StrCat(log_dir, "/", SegmentName(1))
-                                      : segments.back().path;
+  std::string path =
+      segments.empty() ? absl::StrCat(log_dir, "/", SegmentName(1)) : segments.back().path;
   std::string record = absl::StrCat(FormatLogTime(unix_ms), " engine ", std::string(text), "\n");
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) {

@@ -59,8 +59,8 @@ void InitAttributes(posix_spawnattr_t* attr) {
   sigfillset(&all);
   posix_spawnattr_setsigmask(attr, &empty);
   posix_spawnattr_setsigdefault(attr, &all);
-  posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                     POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 }
 
 }  // namespace
@@ -91,8 +91,7 @@ absl::StatusOr<int64_t> ProcessStartTime(pid_t pid) {
 }
 
 std::optional<ExitRecord> ParseExitRecord(const std::string& text) {
-  std::vector<std::string> words =
-      absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  std::vector<std::string> words = absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
   if (words.size() != 2) {
     return std::nullopt;
   }
@@ -198,8 +197,8 @@ void ShimBackend::Launch(const LaunchSpec& spec,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, shim_log.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_addopen(&actions, 2, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0600);
   posix_spawn_file_actions_adddup2(&actions, ready[1], 3);
   posix_spawn_file_actions_addclosefrom_np(&actions, 4);
   posix_spawnattr_t attr;
@@ -255,23 +254,22 @@ void ShimBackend::Launch(const LaunchSpec& spec,
     if (words.size() >= 2 && words[0] == "exec-failed") {
       int err = 0;
       absl::SimpleAtoi(words[1], &err);
-      done(LaunchError(err == ENOENT ? absl::StatusCode::kNotFound
-                                     : absl::StatusCode::kFailedPrecondition,
-                       absl::StrCat("cannot execute '", exec, "': ", std::strerror(err))));
+      done(LaunchError(
+          err == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kFailedPrecondition,
+          absl::StrCat("cannot execute '", exec, "': ", std::strerror(err))));
       return;
     }
-    done(LaunchError(absl::StatusCode::kInternal,
-                     ec == asio::error::operation_aborted
-                         ? absl::StrCat("ktesio-shim did not confirm the launch within 10 s (see ",
-                                        log_hint, ")")
-                         : absl::StrCat("ktesio-shim ended before confirming the launch (see ",
-                                        log_hint, ")")));
+    done(LaunchError(
+        absl::StatusCode::kInternal,
+        ec == asio::error::operation_aborted
+            ? absl::StrCat("ktesio-shim did not confirm the launch within 10 s (see ", log_hint,
+                           ")")
+            : absl::StrCat("ktesio-shim ended before confirming the launch (see ", log_hint, ")")));
   };
   auto shared_finish = std::make_shared<decltype(finish)>(std::move(finish));
-  asio::async_read_until(handshake->pipe, handshake->buffer, '\n',
-                         [shared_finish](const boost::system::error_code& ec, size_t) {
-                           (*shared_finish)(ec);
-                         });
+  asio::async_read_until(
+      handshake->pipe, handshake->buffer, '\n',
+      [shared_finish](const boost::system::error_code& ec, size_t) { (*shared_finish)(ec); });
   handshake->timer.expires_after(std::chrono::seconds(10));
   handshake->timer.async_wait([handshake, shared_finish](const boost::system::error_code& ec) {
     if (!ec) {
@@ -400,10 +398,8 @@ bool ShimBackend::IsAlive(const ProcessIdentity& identity) {
   return start.ok() && *start == identity.start_time;
 }
 
-absl::Status ShimBackend::RunDetached(const std::string& exec,
-                                      const std::vector<std::string>& args,
-                                      const std::vector<std::string>& env,
-                                      const std::string& cwd) {
+absl::Status ShimBackend::RunDetached(const std::string& exec, const std::vector<std::string>& args,
+                                      const std::vector<std::string>& env, const std::string& cwd) {
   std::vector<std::string> argv = {exec};
   argv.insert(argv.end(), args.begin(), args.end());
   CArgs c_argv(argv);

@@ -21,8 +21,7 @@ class ShimBackend final : public ProcessBackend {
   ShimBackend(boost::asio::io_context& io, std::string shim_path);
   ~ShimBackend() override;
 
-  void Launch(const LaunchSpec& spec,
-              std::function<void(absl::StatusOr<Launched>)> done) override;
+  void Launch(const LaunchSpec& spec, std::function<void(absl::StatusOr<Launched>)> done) override;
   bool WatchExit(const ProcessIdentity& shim, std::function<void()> on_exit) override;
   std::optional<ExitRecord> ReadExit(const std::string& run_dir) override;
   absl::Status SignalGroup(pid_t leader, int signal) override;

@@ -39,9 +39,9 @@ struct InstanceRow {
   // The write-ahead spawn record: who runs the agent, verified by pid + start time.
   std::optional<int64_t> shim_pid;
   std::optional<int64_t> shim_start_time;
-  std::string boot_id;          // the kernel boot the processes belong to
-  int64_t crash_streak = 0;     // consecutive crashes (restart backoff)
-  std::string last_exit;        // "exit code 3", "signal 9 (SIGKILL)", ...
+  std::string boot_id;       // the kernel boot the processes belong to
+  int64_t crash_streak = 0;  // consecutive crashes (restart backoff)
+  std::string last_exit;     // "exit code 3", "signal 9 (SIGKILL)", ...
 };
 
 struct EventRow {

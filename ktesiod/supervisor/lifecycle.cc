@@ -119,8 +119,8 @@ absl::Status CheckCommand(State from, Command command) {
   }
   return contract::MakeError(
       absl::StatusCode::kFailedPrecondition, contract::reason::kInvalidTransition,
-      absl::StrCat("cannot ", std::string(CommandName(command)),
-                   " an Agent Instance while it is '", std::string(StateName(from)), "'"));
+      absl::StrCat("cannot ", std::string(CommandName(command)), " an Agent Instance while it is '",
+                   std::string(StateName(from)), "'"));
 }
 
 bool IsLive(State state) {

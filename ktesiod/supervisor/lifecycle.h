@@ -21,16 +21,16 @@ inline constexpr Command kAllCommands[] = {Command::kStart, Command::kStop, Comm
                                            Command::kResume};
 
 enum class Event {
-  kReady,           // starting -> running: alive after the readiness window ("adapter-ready")
-  kLaunchError,     // starting -> failed ("launch-error")
-  kStopped,         // stopping -> stopped ("stop-graceful" | "stop-forced")
-  kCrashed,         // running|paused -> failed ("crashed"): unrequested non-zero exit or signal
-  kExited,          // running|paused -> stopped ("exited"): unrequested exit 0
-  kRestarted,       // failed|stopped -> starting ("restarted"); stopped only under `always`
-  kBudgetPause,     // running -> paused ("budget-exceeded")
-  kBudgetStop,      // running|paused -> stopping ("budget-exceeded")
-  kLost,            // starting|running|paused|stopping -> failed: the process vanished (reboot)
-  kStopAbandoned,   // stopping -> failed: the process exited oddly during a stop
+  kReady,          // starting -> running: alive after the readiness window ("adapter-ready")
+  kLaunchError,    // starting -> failed ("launch-error")
+  kStopped,        // stopping -> stopped ("stop-graceful" | "stop-forced")
+  kCrashed,        // running|paused -> failed ("crashed"): unrequested non-zero exit or signal
+  kExited,         // running|paused -> stopped ("exited"): unrequested exit 0
+  kRestarted,      // failed|stopped -> starting ("restarted"); stopped only under `always`
+  kBudgetPause,    // running -> paused ("budget-exceeded")
+  kBudgetStop,     // running|paused -> stopping ("budget-exceeded")
+  kLost,           // starting|running|paused|stopping -> failed: the process vanished (reboot)
+  kStopAbandoned,  // stopping -> failed: the process exited oddly during a stop
 };
 
 // "registered", "starting", ... (the wire strings).

@@ -24,9 +24,9 @@ struct RestartSettings {
 };
 
 struct ExitFacts {
-  bool clean = false;          // exit code 0
+  bool clean = false;           // exit code 0
   int64_t run_duration_ms = 0;  // how long the run stayed up
-  int64_t crash_streak = 0;    // consecutive crashes before this exit
+  int64_t crash_streak = 0;     // consecutive crashes before this exit
 };
 
 struct RestartDecision {

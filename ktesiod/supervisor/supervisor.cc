@@ -110,8 +110,8 @@ absl::Status Supervisor::Commit(store::InstanceRow& row, State to, const std::st
   }
   log_->info("transition instance={} from={} to={} cause=\"{}\"", row.name, StateName(from),
              StateName(to), cause);
-  EngineLine(row, absl::StrCat("transition ", StateName(from), " -> ", StateName(to), " (",
-                               cause, ")"));
+  EngineLine(row,
+             absl::StrCat("transition ", StateName(from), " -> ", StateName(to), " (", cause, ")"));
   if (hooks_.on_transition) {
     hooks_.on_transition(row, from, to);
   }
@@ -149,10 +149,9 @@ std::vector<std::string> BaseEnvironment() {
 
 std::map<std::string, std::string> SafeBaseEnvironment() {
   // Nothing else of the daemon's environment leaks into agents (product.md §4).
-  static constexpr const char* kPassed[] = {"PATH",   "HOME",     "LANG",        "LANGUAGE",
-                                            "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ",
-                                            "USER",   "LOGNAME",  "SHELL",       "TMPDIR",
-                                            "TERM"};
+  static constexpr const char* kPassed[] = {
+      "PATH", "HOME", "LANG",    "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES",
+      "TZ",   "USER", "LOGNAME", "SHELL",    "TMPDIR", "TERM"};
   std::map<std::string, std::string> env;
   for (const char* name : kPassed) {
     if (const char* value = std::getenv(name); value != nullptr) {
@@ -213,10 +212,9 @@ void Supervisor::Launch(store::InstanceRow row, bool automatic) {
   row.pid_start_time.reset();
   row.shim_pid.reset();
   row.shim_start_time.reset();
-  const std::string cause =
-      automatic ? absl::StrCat("restarted{count=", row.restart_count,
-                               ",waited_ms=", rt.restart_delay_ms, "}")
-                : "start-requested";
+  const std::string cause = automatic ? absl::StrCat("restarted{count=", row.restart_count,
+                                                     ",waited_ms=", rt.restart_delay_ms, "}")
+                                      : "start-requested";
   if (absl::Status status = Commit(row, State::kStarting, cause); !status.ok()) {
     Finish(rt.start_waiters, status);
     return;
@@ -276,8 +274,7 @@ void Supervisor::OnLaunched(const std::string& name, uint64_t generation,
     Finish(rt.start_waiters, absl::OkStatus(), rt.start_notices);
     if (rt.automatic_start) {
       InstanceSettings settings = SettingsFor(*row);
-      RestartDecision decision =
-          DecideRestart(settings.restart, {false, 0, row->crash_streak});
+      RestartDecision decision = DecideRestart(settings.restart, {false, 0, row->crash_streak});
       row->crash_streak = decision.crash_streak;
       store_.UpdateInstance(*row).IgnoreError();
       ScheduleRestart(*row, decision);
@@ -317,8 +314,7 @@ void Supervisor::OnReady(const std::string& name, uint64_t generation) {
   Finish(rt.start_waiters, status, rt.start_notices);
 }
 
-void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_seconds,
-                      Done done) {
+void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_seconds, Done done) {
   absl::StatusOr<store::InstanceRow> row = Load(name);
   if (!row.ok()) {
     done(row.status(), {});
@@ -375,8 +371,8 @@ void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
       EngineLine(row, absl::StrCat("stop template started: ", snapshot.stop().exec()));
       signalled = true;
     } else {
-      rt.stop_notices.push_back(absl::StrCat("stop template failed (", status.message(),
-                                             "); sent SIGTERM instead"));
+      rt.stop_notices.push_back(
+          absl::StrCat("stop template failed (", status.message(), "); sent SIGTERM instead"));
     }
   }
   if (!signalled) {
@@ -466,8 +462,7 @@ void Supervisor::Pause(const std::string& name, Done done) {
   snapshot.ParseFromString(row->snapshot);
   const v1::SupportLevel level = LevelHere(snapshot.capabilities().pause());
   if (!Supported(level)) {
-    done(contract::MakeError(absl::StatusCode::kFailedPrecondition,
-                             reason::kCapabilityUnsupported,
+    done(contract::MakeError(absl::StatusCode::kFailedPrecondition, reason::kCapabilityUnsupported,
                              absl::StrCat("pause is unsupported on linux for '", name, "' (kind ",
                                           row->kind, "): ", QuoteDeclaration("pause", level))),
          {});
@@ -487,8 +482,8 @@ void Supervisor::Pause(const std::string& name, Done done) {
   absl::Status status = Commit(*row, State::kPaused, "pause-best-effort");
   if (status.ok() && !snapshot.pause().exec().empty()) {
     std::vector<std::string> args(snapshot.pause().args().begin(), snapshot.pause().args().end());
-    absl::Status ran = backend_.RunDetached(snapshot.pause().exec(), args, BaseEnvironment(),
-                                            row->home);
+    absl::Status ran =
+        backend_.RunDetached(snapshot.pause().exec(), args, BaseEnvironment(), row->home);
     if (!ran.ok()) {
       notices.push_back(absl::StrCat("pause template failed: ", ran.message()));
     }
@@ -524,10 +519,9 @@ void Supervisor::Resume(const std::string& name, Done done) {
   std::vector<std::string> notices = {"resume is best-effort on linux for this adapter"};
   absl::Status status = Commit(*row, State::kRunning, "resume-best-effort");
   if (status.ok() && !snapshot.resume().exec().empty()) {
-    std::vector<std::string> args(snapshot.resume().args().begin(),
-                                  snapshot.resume().args().end());
-    absl::Status ran = backend_.RunDetached(snapshot.resume().exec(), args, BaseEnvironment(),
-                                            row->home);
+    std::vector<std::string> args(snapshot.resume().args().begin(), snapshot.resume().args().end());
+    absl::Status ran =
+        backend_.RunDetached(snapshot.resume().exec(), args, BaseEnvironment(), row->home);
     if (!ran.ok()) {
       notices.push_back(absl::StrCat("resume template failed: ", ran.message()));
     }

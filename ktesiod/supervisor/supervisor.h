@@ -99,8 +99,8 @@ class Supervisor {
                   absl::StatusOr<process::Launched> launched);
   void OnReady(const std::string& name, uint64_t generation);
   void OnExit(const std::string& name, uint64_t generation);
-  void ApplyExit(store::InstanceRow& row, const std::optional<process::ExitRecord>& exit,
-                 bool lost, const std::string& lost_detail);
+  void ApplyExit(store::InstanceRow& row, const std::optional<process::ExitRecord>& exit, bool lost,
+                 const std::string& lost_detail);
   void ScheduleRestart(store::InstanceRow& row, const RestartDecision& decision);
   void FireRestart(const std::string& name, uint64_t generation, int64_t delay_ms);
   void BeginStop(store::InstanceRow& row, uint32_t window_seconds);

@@ -114,8 +114,8 @@ void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process:
     to = State::kStopped;
     cause = "exited";
   } else if (decision.crash_loop) {
-    cause = absl::StrCat("crash-loop{", decision.crash_streak, " consecutive crashes, last: ",
-                         description, "}");
+    cause = absl::StrCat("crash-loop{", decision.crash_streak,
+                         " consecutive crashes, last: ", description, "}");
   } else if (lost) {
     cause = absl::StrCat("lost{", description, "}");
   } else {
@@ -140,12 +140,11 @@ void Supervisor::ScheduleRestart(store::InstanceRow& row, const RestartDecision&
     EngineLine(row, absl::StrCat("restart scheduled in ", delay, " ms"));
   }
   rt.restart_timer.expires_after(std::chrono::milliseconds(delay));
-  rt.restart_timer.async_wait(
-      [this, name, generation, delay](const boost::system::error_code& ec) {
-        if (!ec) {
-          FireRestart(name, generation, delay);
-        }
-      });
+  rt.restart_timer.async_wait([this, name, generation, delay](const boost::system::error_code& ec) {
+    if (!ec) {
+      FireRestart(name, generation, delay);
+    }
+  });
 }
 
 void Supervisor::FireRestart(const std::string& name, uint64_t generation, int64_t delay_ms) {
@@ -229,11 +228,9 @@ void Supervisor::Reconcile() {
     const State state = ParseState(fresh->state).value_or(State::kRegistered);
     if (IsTerminal(state) && !RuntimeFor(*fresh).restart_pending && SettingsFor(*fresh).autostart) {
       log_->info("autostart instance={}", fresh->name);
-      Start(fresh->name, [this, name = fresh->name](absl::Status status,
-                                                    std::vector<std::string>) {
+      Start(fresh->name, [this, name = fresh->name](absl::Status status, std::vector<std::string>) {
         if (!status.ok()) {
-          log_->warn("autostart failed instance={} error={}", name,
-                     std::string(status.message()));
+          log_->warn("autostart failed instance={} error={}", name, std::string(status.message()));
         }
       });
     }
@@ -270,9 +267,9 @@ void Supervisor::SendInput(const std::string& name, const std::string& text,
   const std::string fifo = RunDir(row->home) + "/stdin";
   int fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    done(contract::MakeError(absl::StatusCode::kInternal, reason::kIoError,
-                             absl::StrCat("cannot open the stdin channel of '", name, "': ",
-                                          std::strerror(errno))));
+    done(contract::MakeError(
+        absl::StatusCode::kInternal, reason::kIoError,
+        absl::StrCat("cannot open the stdin channel of '", name, "': ", std::strerror(errno))));
     return;
   }
   struct Write {
@@ -294,21 +291,21 @@ void Supervisor::SendInput(const std::string& name, const std::string& text,
     write->pipe.close(ignored);
     done(std::move(result));
   };
-  asio::async_write(write->pipe, asio::buffer(write->data),
-                    [finish](const boost::system::error_code& ec, size_t n) {
-                      if (ec) {
-                        finish(contract::MakeError(
-                            ec == asio::error::operation_aborted ? absl::StatusCode::kDeadlineExceeded
-                                                                 : absl::StatusCode::kInternal,
-                            ec == asio::error::operation_aborted ? reason::kTimedOut
-                                                                 : reason::kIoError,
-                            ec == asio::error::operation_aborted
-                                ? "the agent did not read its stdin within 5 s"
-                                : absl::StrCat("stdin write failed: ", ec.message())));
-                        return;
-                      }
-                      finish(static_cast<uint64_t>(n));
-                    });
+  asio::async_write(
+      write->pipe, asio::buffer(write->data),
+      [finish](const boost::system::error_code& ec, size_t n) {
+        if (ec) {
+          finish(contract::MakeError(
+              ec == asio::error::operation_aborted ? absl::StatusCode::kDeadlineExceeded
+                                                   : absl::StatusCode::kInternal,
+              ec == asio::error::operation_aborted ? reason::kTimedOut : reason::kIoError,
+              ec == asio::error::operation_aborted
+                  ? "the agent did not read its stdin within 5 s"
+                  : absl::StrCat("stdin write failed: ", ec.message())));
+          return;
+        }
+        finish(static_cast<uint64_t>(n));
+      });
   write->timer.expires_after(std::chrono::seconds(5));
   write->timer.async_wait([write](const boost::system::error_code& ec) {
     if (!ec) {

@@ -20,9 +20,11 @@ std::string Manifest(const std::string& dump, const std::string& extra_config = 
       "\"]\nenv = { TEMPLATE_VAR = \"t\", MODEL = \"from-template\" }\n",
       "[capabilities.pause]\nlinux = \"guaranteed\"\n[capabilities.interaction]\n",
       "linux = \"guaranteed\"\n[metering]\nsource = \"self-reported\"\n",
-      "[config.model]\nenv = \"MODEL\"\n[config.\"budget.tokens.per_run\"]\nflag = \"--print-env\"\n",
+      "[config.model]\nenv = \"MODEL\"\n[config.\"budget.tokens.per_run\"]\nflag = "
+      "\"--print-env\"\n",
       "[config.\"memory.dir\"]\nenv = \"AGENT_MEMORY\"\n",
-      "[config.\"restart.policy\"]\nfile = { path = \"conf/agent.toml\", key = \"supervisor.policy\" }\n",
+      "[config.\"restart.policy\"]\nfile = { path = \"conf/agent.toml\", key = "
+      "\"supervisor.policy\" }\n",
       extra_config);
 }
 
@@ -33,8 +35,7 @@ class ConfigTest : public ::testing::Test {
     dump_ = daemon_.dir() + "/dump.json";
     std::filesystem::create_directories(daemon_.dir() + "/m");
     WriteFileOrDie(daemon_.dir() + "/m/adapter.toml", Manifest(dump_));
-    ASSERT_EQ(daemon_.Ctl({"agent", "register", "c", "--manifest", daemon_.dir() + "/m"})
-                  .exit_code,
+    ASSERT_EQ(daemon_.Ctl({"agent", "register", "c", "--manifest", daemon_.dir() + "/m"}).exit_code,
               0);
     home_ = daemon_.state_dir() + "/agents/c";
   }
@@ -74,8 +75,8 @@ TEST_F(ConfigTest, SetGetUnsetWithProvenance) {
       saw_model = entry["value"].string == "m1" && entry["source"].string == "instance";
     }
     if (entry["key"].string == "restart.policy") {
-      saw_default = entry["value"].string == "on-failure" &&
-                    entry["source"].string == "engine-default";
+      saw_default =
+          entry["value"].string == "on-failure" && entry["source"].string == "engine-default";
     }
   }
   EXPECT_TRUE(saw_model);
@@ -101,11 +102,9 @@ TEST_F(ConfigTest, UnknownKeySuggestsAndLeavesFileUnchanged) {
 
 TEST_F(ConfigTest, DeliveryThroughEnvFlagFileAndPassThrough) {
   ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "c", "model", "gpt-test"}).exit_code, 0);
-  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "c", "budget.tokens.per_run", "500"})
-                .exit_code,
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "c", "budget.tokens.per_run", "500"}).exit_code,
             0);
-  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "c", "agent.EXTRA_THING", "x y"}).exit_code,
-            0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "c", "agent.EXTRA_THING", "x y"}).exit_code, 0);
   ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "c", "restart.policy", "never"}).exit_code, 0);
   RunResult start;
   std::optional<Json> dump = StartAndDump(&start);
@@ -173,9 +172,8 @@ TEST_F(ConfigTest, UnresolvedSecretRefusesStartWithStateUnchanged) {
 }
 
 TEST_F(ConfigTest, EnvPlaceholderMustBeSetBeforeLaunch) {
-  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "c", "model", "{env:NOT_SET_ANYWHERE}"})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      daemon_.Ctl({"agent", "config", "set", "c", "model", "{env:NOT_SET_ANYWHERE}"}).exit_code, 0);
   RunResult start = daemon_.Ctl({"agent", "start", "c"});
   EXPECT_EQ(start.exit_code, 1);
   EXPECT_NE(start.err.find("NOT_SET_ANYWHERE"), std::string::npos) << start.err;
@@ -187,8 +185,8 @@ TEST_F(ConfigTest, EnvPlaceholderMustBeSetBeforeLaunch) {
 }
 
 TEST_F(ConfigTest, MemoryBackingLifecycleAndDelivery) {
-  RunResult attach = daemon_.Ctl({"agent", "memory", "attach", "c", "--kind", "filesystem",
-                                  "--json"});
+  RunResult attach =
+      daemon_.Ctl({"agent", "memory", "attach", "c", "--kind", "filesystem", "--json"});
   ASSERT_EQ(attach.exit_code, 0) << attach.err;
   std::optional<Json> doc = ParseJson(attach.out);
   ASSERT_TRUE(doc.has_value());

@@ -244,7 +244,8 @@ TEST(Ktctl, UnimplementedCapabilityFailsLoudly) {
   DaemonHarness daemon;
   ASSERT_TRUE(daemon.Start());
   ASSERT_EQ(daemon.Ctl({"agent", "register", "m", "--kind", "mock"}).exit_code, 0);
-  RunResult r = daemon.Ctl({"agent", "send", "m", "hello", "--json"});
+  // Usage metering is not built yet: the daemon says so instead of answering zeros.
+  RunResult r = daemon.Ctl({"agent", "usage", "m", "--json"});
   EXPECT_EQ(r.exit_code, 1);
   std::optional<Json> doc = ParseJson(r.out);
   ASSERT_TRUE(doc.has_value()) << r.out;

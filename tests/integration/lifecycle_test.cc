@@ -50,9 +50,8 @@ std::string Manifest(const std::string& args, const std::string& extra = "",
   }
   return absl::StrCat("contract_version = \"1.0.0\"\n[adapter]\nkind = \"probe\"\n",
                       "[lifecycle.start]\nexec = \"", ProbePath(), "\"\nargs = [",
-                      absl::StrJoin(quoted, ", "), "]\n", extra,
-                      "[capabilities.pause]\nlinux = \"", pause, "\"\n",
-                      "[capabilities.interaction]\nlinux = \"", interaction, "\"\n",
+                      absl::StrJoin(quoted, ", "), "]\n", extra, "[capabilities.pause]\nlinux = \"",
+                      pause, "\"\n", "[capabilities.interaction]\nlinux = \"", interaction, "\"\n",
                       "[metering]\nsource = \"self-reported\"\n");
 }
 
@@ -126,8 +125,7 @@ TEST_F(LifecycleTest, StartRunStopGraceful) {
 }
 
 TEST_F(LifecycleTest, WorkingDirectoryEnvironmentAndStdin) {
-  Register("env", Manifest("--dump " + Work("dump.json"),
-                           "env = { FROM_TEMPLATE = \"yes\" }\n"));
+  Register("env", Manifest("--dump " + Work("dump.json"), "env = { FROM_TEMPLATE = \"yes\" }\n"));
   ASSERT_EQ(daemon_.Ctl({"agent", "start", "env"}).exit_code, 0);
   ASSERT_TRUE(WaitFor([&] { return !ReadFileOrEmpty(Work("dump.json")).empty(); }));
   std::optional<Json> dump = ParseJson(ReadFileOrEmpty(Work("dump.json")));
@@ -177,8 +175,7 @@ TEST_F(LifecycleTest, ImmediateExitIsLaunchErrorWithExitCode) {
 }
 
 TEST_F(LifecycleTest, StopKillsTermIgnoringTreeAfterWindow) {
-  Register("stubborn", Manifest("--ignore-sigterm --spawn-children 3 --pid-file " +
-                                Work("pids")));
+  Register("stubborn", Manifest("--ignore-sigterm --spawn-children 3 --pid-file " + Work("pids")));
   ASSERT_EQ(daemon_.Ctl({"agent", "start", "stubborn"}).exit_code, 0);
   ASSERT_TRUE(WaitFor([&] { return ReadPids(Work("pids")).size() == 4; }));
   std::vector<pid_t> pids = ReadPids(Work("pids"));
@@ -195,9 +192,9 @@ TEST_F(LifecycleTest, StopKillsTermIgnoringTreeAfterWindow) {
 }
 
 TEST_F(LifecycleTest, StopTemplateIsTheGracefulPhase) {
-  std::string stop = absl::StrCat("[lifecycle.stop]\nexec = \"", ProbePath(),
-                                  "\"\nargs = [\"shutdown\", \"--pid-file\", \"", Work("agent.pid"),
-                                  "\"]\n");
+  std::string stop =
+      absl::StrCat("[lifecycle.stop]\nexec = \"", ProbePath(),
+                   "\"\nargs = [\"shutdown\", \"--pid-file\", \"", Work("agent.pid"), "\"]\n");
   Register("tmpl", Manifest("--ignore-sigterm --pid-file " + Work("agent.pid"), stop));
   // The template's SIGTERM is ignored by this probe, so the window expires and the group is
   // killed; what matters here is that the template, not a signal, was the graceful phase.
@@ -208,11 +205,10 @@ TEST_F(LifecycleTest, StopTemplateIsTheGracefulPhase) {
 }
 
 TEST_F(LifecycleTest, StopTemplateGraceful) {
-  std::string stop = absl::StrCat("[lifecycle.stop]\nexec = \"", ProbePath(),
-                                  "\"\nargs = [\"shutdown\", \"--pid-file\", \"", Work("g.pid"),
-                                  "\"]\n");
-  Register("grace", Manifest("--pid-file " + Work("g.pid") + " --stop-marker " + Work("gm"),
-                             stop));
+  std::string stop =
+      absl::StrCat("[lifecycle.stop]\nexec = \"", ProbePath(),
+                   "\"\nargs = [\"shutdown\", \"--pid-file\", \"", Work("g.pid"), "\"]\n");
+  Register("grace", Manifest("--pid-file " + Work("g.pid") + " --stop-marker " + Work("gm"), stop));
   ASSERT_EQ(daemon_.Ctl({"agent", "start", "grace"}).exit_code, 0);
   RunResult r = daemon_.Ctl({"agent", "stop", "grace", "--timeout", "10"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -254,11 +250,10 @@ TEST_F(LifecycleTest, UnsupportedPauseFailsFastQuotingTheDeclaration) {
 }
 
 TEST_F(LifecycleTest, BestEffortPauseRunsTemplateWithQualifier) {
-  std::string hooks = absl::StrCat("[lifecycle.pause]\nexec = \"", ProbePath(),
-                                   "\"\nargs = [\"pause-hook\", \"--marker\", \"", Work("pm"),
-                                   "\"]\n[lifecycle.resume]\nexec = \"", ProbePath(),
-                                   "\"\nargs = [\"resume-hook\", \"--marker\", \"", Work("rm"),
-                                   "\"]\n");
+  std::string hooks = absl::StrCat(
+      "[lifecycle.pause]\nexec = \"", ProbePath(), "\"\nargs = [\"pause-hook\", \"--marker\", \"",
+      Work("pm"), "\"]\n[lifecycle.resume]\nexec = \"", ProbePath(),
+      "\"\nargs = [\"resume-hook\", \"--marker\", \"", Work("rm"), "\"]\n");
   Register("be", Manifest("--heartbeat-ms 1000", hooks, "best-effort"));
   ASSERT_EQ(daemon_.Ctl({"agent", "start", "be"}).exit_code, 0);
   RunResult pause = daemon_.Ctl({"agent", "pause", "be"});
@@ -327,9 +322,9 @@ TEST_F(LifecycleTest, SendReachesStdinAndIsCaptured) {
   ASSERT_EQ(daemon_.Ctl({"agent", "start", "echo"}).exit_code, 0);
   RunResult send = daemon_.Ctl({"agent", "send", "echo", "hello there"});
   ASSERT_EQ(send.exit_code, 0) << send.err;
-  EXPECT_TRUE(WaitFor([&] { return Logs("echo").find("agent-out echo: hello there") !=
-                                   std::string::npos; }))
-      << Logs("echo");
+  EXPECT_TRUE(WaitFor([&] {
+    return Logs("echo").find("agent-out echo: hello there") != std::string::npos;
+  })) << Logs("echo");
   RunOptions piped;
   piped.stdin_text = "piped line\n";
   RunResult from_stdin = daemon_.Ctl({"agent", "send", "echo", "--stdin"}, piped);
@@ -353,9 +348,8 @@ TEST_F(LifecycleTest, AgentsSurviveDaemonCrashAndAreReadopted) {
   EXPECT_EQ(shown["state"].string, "running");
   EXPECT_EQ(shown["pid"].Int(), pid);
   ASSERT_EQ(daemon_.Ctl({"agent", "send", "survivor", "after restart"}).exit_code, 0);
-  EXPECT_TRUE(WaitFor([&] {
-    return Logs("survivor").find("echo: after restart") != std::string::npos;
-  }));
+  EXPECT_TRUE(
+      WaitFor([&] { return Logs("survivor").find("echo: after restart") != std::string::npos; }));
   RunResult stop = daemon_.Ctl({"agent", "stop", "survivor"});
   EXPECT_EQ(stop.exit_code, 0) << stop.err;
   EXPECT_FALSE(ProcessAlive(static_cast<pid_t>(pid)));

@@ -77,9 +77,7 @@ TEST_F(LogsTest, FollowStreamsLiveLinesAndEndsWhenAgentLeavesRunning) {
   RunResult follow;
   std::thread follower([&] { follow = daemon_.Ctl({"agent", "logs", "f", "-f"}); });
   // The follower is attached once its retained lines are out; then feed live input.
-  ASSERT_TRUE(WaitFor([&] {
-    return daemon_.DaemonLog().find("rpc=") != std::string::npos;
-  }));
+  ASSERT_TRUE(WaitFor([&] { return daemon_.DaemonLog().find("rpc=") != std::string::npos; }));
   usleep(300 * 1000);
   ASSERT_EQ(daemon_.Ctl({"agent", "send", "f", "live one"}).exit_code, 0);
   ASSERT_TRUE(WaitFor([&] {

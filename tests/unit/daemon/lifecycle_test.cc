@@ -31,9 +31,9 @@ TEST(Lifecycle, EveryStateCommandPairExhaustively) {
         EXPECT_FALSE(target.has_value()) << StateName(state) << " " << CommandName(command);
         EXPECT_EQ(check.code(), absl::StatusCode::kFailedPrecondition);
         EXPECT_EQ(contract::ErrorReason(check), "INVALID_TRANSITION");
-        EXPECT_EQ(std::string(check.message()),
-                  "cannot " + CommandName(command) + " an Agent Instance while it is '" +
-                      StateName(state) + "'");
+        EXPECT_EQ(std::string(check.message()), "cannot " + CommandName(command) +
+                                                    " an Agent Instance while it is '" +
+                                                    StateName(state) + "'");
       } else {
         ++allowed;
         EXPECT_EQ(target, expected->second) << StateName(state) << " " << CommandName(command);
@@ -69,16 +69,17 @@ TEST(Lifecycle, EventEdgesExhaustively) {
       {{State::kStopping, Event::kLost}, State::kFailed},
       {{State::kStopping, Event::kStopAbandoned}, State::kFailed},
   };
-  const Event all_events[] = {Event::kReady,      Event::kLaunchError, Event::kStopped,
-                              Event::kCrashed,    Event::kExited,      Event::kRestarted,
-                              Event::kBudgetPause, Event::kBudgetStop, Event::kLost,
+  const Event all_events[] = {Event::kReady,        Event::kLaunchError, Event::kStopped,
+                              Event::kCrashed,      Event::kExited,      Event::kRestarted,
+                              Event::kBudgetPause,  Event::kBudgetStop,  Event::kLost,
                               Event::kStopAbandoned};
   for (State state : kAllStates) {
     for (Event event : all_events) {
       auto it = expected.find({state, event});
       std::optional<State> target = EventTarget(state, event);
       if (it == expected.end()) {
-        EXPECT_FALSE(target.has_value()) << StateName(state) << " event " << static_cast<int>(event);
+        EXPECT_FALSE(target.has_value())
+            << StateName(state) << " event " << static_cast<int>(event);
       } else {
         EXPECT_EQ(target, it->second) << StateName(state) << " event " << static_cast<int>(event);
       }
@@ -92,8 +93,8 @@ TEST(Lifecycle, StateNamesRoundTrip) {
     names.insert(StateName(state));
     EXPECT_EQ(ParseState(StateName(state)), state);
   }
-  EXPECT_EQ(names, (std::set<std::string>{"registered", "starting", "running", "paused",
-                                          "stopping", "stopped", "failed"}));
+  EXPECT_EQ(names, (std::set<std::string>{"registered", "starting", "running", "paused", "stopping",
+                                          "stopped", "failed"}));
   EXPECT_FALSE(ParseState("Running").has_value());
 }
 
