@@ -127,8 +127,19 @@ int Logs(Context& ctx, const std::vector<std::string>& args) {
   return status.ok() ? kExitOk : ctx.Fail(status);
 }
 
-void WriteEvent(contract::JsonWriter& json, const v1::Event& event) {
-  json.Raw(event.payload_json());
+// One NDJSON line: the schema_version 1 payload with the event's `type` and `cursor` in front
+// (the cursor is what a client resumes from with --since).
+std::string EventLine(const v1::Event& event) {
+  contract::JsonWriter head;
+  head.BeginObject().Key("type").String(event.type()).Key("cursor").Uint(event.cursor());
+  std::string line = head.Take();  // `{"type":...,"cursor":N` — still open
+  const std::string& payload = event.payload_json();
+  if (payload.size() > 2 && payload.front() == '{') {
+    line += "," + payload.substr(1);
+  } else {
+    line += "}";
+  }
+  return line;
 }
 
 int Events(Context& ctx, const std::vector<std::string>& args) {
@@ -161,9 +172,7 @@ int Events(Context& ctx, const std::vector<std::string>& args) {
     for (const v1::Event& event : response.events()) {
       last = event.cursor();
       if (ctx.global.json) {
-        contract::JsonWriter json;
-        WriteEvent(json, event);
-        absl::StrAppend(&out, json.str(), "\n");
+        absl::StrAppend(&out, EventLine(event), "\n");
       } else {
         absl::StrAppend(&out, event.cursor(), " ", FormatTime(event.at_unix_ms()), " ",
                         event.type(), " ", event.instance(), " ", event.payload_json(), "\n");

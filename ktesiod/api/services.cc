@@ -1,6 +1,7 @@
 #include "api/services.h"
 
 #include "api/follow_logs.h"
+#include "api/subscribe_events.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/v1/version.h"
@@ -9,21 +10,6 @@ namespace ktesio::daemon::api {
 namespace {
 
 namespace reason = contract::reason;
-
-// A server stream that ends at once with `status` (used for RPCs this build lacks).
-template <typename T>
-class FinishedStream final : public grpc::ServerWriteReactor<T> {
- public:
-  explicit FinishedStream(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
-  void OnDone() override { delete this; }
-};
-
-template <typename T>
-grpc::ServerWriteReactor<T>* UnimplementedStream(std::string_view what) {
-  return new FinishedStream<T>(
-      contract::MakeError(absl::StatusCode::kUnimplemented, reason::kUnimplemented,
-                          std::string(what) + " is not implemented in this ktesiod build"));
-}
 
 }  // namespace
 
@@ -252,9 +238,8 @@ grpc::ServerUnaryReactor* SecretServiceImpl::RemoveSecret(grpc::CallbackServerCo
 // --- EventService ---
 
 grpc::ServerWriteReactor<v1::SubscribeEventsResponse>* EventServiceImpl::SubscribeEvents(
-    grpc::CallbackServerContext*, const v1::SubscribeEventsRequest*) {
-  (void)api_;
-  return UnimplementedStream<v1::SubscribeEventsResponse>("SubscribeEvents (event stream)");
+    grpc::CallbackServerContext* ctx, const v1::SubscribeEventsRequest* request) {
+  return new SubscribeEventsReactor(api_, ctx, *request);
 }
 
 }  // namespace ktesio::daemon::api

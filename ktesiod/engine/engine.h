@@ -16,6 +16,7 @@
 #include "engine/config_bridge.h"
 #include "ktesio/v1/agent.pb.h"
 #include "ktesio/v1/config.pb.h"
+#include "ktesio/v1/events.pb.h"
 #include "ktesio/v1/logs.pb.h"
 #include "ktesio/v1/system.pb.h"
 #include "logs/reader.h"
@@ -77,6 +78,14 @@ class Engine {
                                        std::function<void(absl::Status)> end);
   void StopFollow(uint64_t id);
 
+  // Events (engine_events.cc): replay from a cursor, then live, in commit order. `emit` returns
+  // false when the subscriber cannot take more (it is then told it lagged and the stream ends).
+  using EmitEvents = std::function<bool(v1::SubscribeEventsResponse)>;
+  using EndEvents = std::function<void(v1::SubscribeEventsResponse, absl::Status)>;
+  absl::StatusOr<uint64_t> Subscribe(const v1::SubscribeEventsRequest& request, EmitEvents emit,
+                                     EndEvents end);
+  void Unsubscribe(uint64_t id);
+
   // Configuration, secrets and memory backings (engine_config.cc).
   absl::Status SetConfig(const v1::SetConfigRequest& request, v1::SetConfigResponse* response);
   absl::Status GetConfig(const v1::GetConfigRequest& request, v1::GetConfigResponse* response);
@@ -110,6 +119,18 @@ class Engine {
     std::function<void(absl::Status)> end;
   };
   std::map<uint64_t, Follow> follows_;
+
+  struct Subscription {
+    std::string instance;
+    int64_t cursor = 0;
+    EmitEvents emit;
+    EndEvents end;
+  };
+  // Sends a subscription everything after its cursor; false when it lagged and was ended.
+  bool Pump(Subscription& subscription);
+  void PublishEvents();
+  std::map<uint64_t, Subscription> subscriptions_;
+  uint64_t next_subscription_ = 1;
   uint64_t next_follow_ = 1;
 
   DaemonPaths paths_;

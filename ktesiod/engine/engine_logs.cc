@@ -113,6 +113,7 @@ void Engine::StopFollow(uint64_t id) { follows_.erase(id); }
 void Engine::OnTransition(const store::InstanceRow& row, supervisor::State from,
                           supervisor::State to) {
   (void)from;
+  PublishEvents();
   if (to == supervisor::State::kRunning) {
     return;
   }

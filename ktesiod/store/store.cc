@@ -268,6 +268,18 @@ absl::StatusOr<int64_t> Store::AppendEvent(const EventRow& event) {
   return db_.LastInsertRowId();
 }
 
+absl::StatusOr<int64_t> Store::LastCursor() {
+  absl::StatusOr<Statement> stmt = db_.Prepare("SELECT COALESCE(MAX(cursor), 0) FROM events");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) {
+    return row.status();
+  }
+  return stmt->ColumnInt(0);
+}
+
 absl::StatusOr<std::vector<EventRow>> Store::ReadEvents(int64_t after, const std::string& instance,
                                                         int64_t limit) {
   absl::StatusOr<Statement> stmt = db_.Prepare(

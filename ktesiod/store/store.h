@@ -79,6 +79,8 @@ class Store {
 
   // Appends an event and returns its cursor (strictly increasing, never reused).
   absl::StatusOr<int64_t> AppendEvent(const EventRow& event);
+  // The newest cursor (0 when the log is empty).
+  absl::StatusOr<int64_t> LastCursor();
   // Events with cursor > after, optionally for one instance, at most `limit`.
   absl::StatusOr<std::vector<EventRow>> ReadEvents(int64_t after, const std::string& instance,
                                                    int64_t limit);

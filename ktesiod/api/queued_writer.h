@@ -1,0 +1,139 @@
+#pragma once
+
+// A server-streaming reactor fed from the engine thread: responses are queued and written one at
+// a time (gRPC allows one outstanding write). The queue is bounded so a slow client can never
+// make the engine buffer without limit: Enqueue reports false once the bound is reached.
+//
+// Engine-side producers hold a Link; after the call is done the link's reactor is null and
+// producers stop.
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "api/call.h"
+
+namespace ktesio::daemon::api {
+
+template <typename Response>
+class QueuedWriter : public grpc::ServerWriteReactor<Response> {
+ public:
+  struct Link {
+    std::mutex mu;
+    QueuedWriter* reactor = nullptr;
+  };
+
+  explicit QueuedWriter(size_t max_queued) : max_queued_(max_queued) {
+    link_ = std::make_shared<Link>();
+    link_->reactor = this;
+  }
+
+  std::shared_ptr<Link> link() const { return link_; }
+
+  // Queues a response. Returns false (and queues nothing) when the client is too far behind or
+  // the call is ending.
+  bool Enqueue(Response response) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (final_.has_value() || queue_.size() >= max_queued_) {
+      return false;
+    }
+    queue_.push_back(std::move(response));
+    if (!writing_) {
+      writing_ = true;
+      this->StartWrite(&queue_.front());
+    }
+    return true;
+  }
+
+  // Queues `last` even past the bound (it is the one message that says why the stream ends),
+  // then ends the call with `status`.
+  void EndWith(Response last, const grpc::Status& status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (final_.has_value()) {
+      return;
+    }
+    queue_.push_back(std::move(last));
+    final_ = status;
+    if (!writing_) {
+      writing_ = true;
+      this->StartWrite(&queue_.front());
+    }
+  }
+
+  // Ends the call with `status` once everything queued has been written.
+  void End(const grpc::Status& status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (final_.has_value()) {
+      return;
+    }
+    final_ = status;
+    if (!writing_ && !finished_) {
+      finished_ = true;
+      this->Finish(status);
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.pop_front();
+    if (!ok) {
+      writing_ = false;
+      if (!final_.has_value()) {
+        final_ = grpc::Status::CANCELLED;
+      }
+      if (!finished_) {
+        finished_ = true;
+        this->Finish(grpc::Status::CANCELLED);
+      }
+      return;
+    }
+    if (!queue_.empty()) {
+      this->StartWrite(&queue_.front());
+      return;
+    }
+    writing_ = false;
+    if (final_.has_value() && !finished_) {
+      finished_ = true;
+      this->Finish(*final_);
+    }
+  }
+
+  void OnCancel() override { End(grpc::Status::CANCELLED); }
+
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> lock(link_->mu);
+      link_->reactor = nullptr;
+    }
+    Stopped();
+    delete this;
+  }
+
+ protected:
+  // Called once when the call is over (client gone or finished); release engine-side state.
+  virtual void Stopped() {}
+
+ private:
+  const size_t max_queued_;
+  std::shared_ptr<Link> link_;
+  std::mutex mu_;
+  std::deque<Response> queue_;
+  bool writing_ = false;
+  std::optional<grpc::Status> final_;
+  bool finished_ = false;
+};
+
+// Runs `fn(reactor)` under the link's lock when the call is still alive. Returns false when the
+// call is gone.
+template <typename Response, typename Fn>
+bool WithReactor(const std::shared_ptr<typename QueuedWriter<Response>::Link>& link, Fn fn) {
+  std::lock_guard<std::mutex> lock(link->mu);
+  if (link->reactor == nullptr) {
+    return false;
+  }
+  fn(*link->reactor);
+  return true;
+}
+
+}  // namespace ktesio::daemon::api

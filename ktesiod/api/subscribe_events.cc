@@ -1,0 +1,60 @@
+#include "api/subscribe_events.h"
+
+namespace ktesio::daemon::api {
+namespace {
+
+// Batches of up to 512 events: a subscriber may be this many batches behind before it is told
+// it lagged. The engine never waits for it.
+constexpr size_t kMaxQueuedBatches = 256;
+
+}  // namespace
+
+SubscribeEventsReactor::SubscribeEventsReactor(ApiContext& api, grpc::CallbackServerContext* ctx,
+                                               const v1::SubscribeEventsRequest& request)
+    : QueuedWriter(kMaxQueuedBatches), api_(api) {
+  absl::StatusOr<uid_t> uid = Authorize(api, ctx);
+  if (!uid.ok()) {
+    End(ToGrpcStatus(uid.status()));
+    return;
+  }
+  auto link = this->link();
+  engine::Engine* engine = api_.engine;
+  engine->Post([engine, link, request] {
+    auto emit = [link](v1::SubscribeEventsResponse batch) {
+      bool taken = false;
+      WithReactor<v1::SubscribeEventsResponse>(
+          link, [&](QueuedWriter& reactor) { taken = reactor.Enqueue(std::move(batch)); });
+      return taken;
+    };
+    auto end = [link](v1::SubscribeEventsResponse last, absl::Status status) {
+      WithReactor<v1::SubscribeEventsResponse>(link, [&](QueuedWriter& reactor) {
+        if (last.lagged() || !last.events().empty()) {
+          reactor.EndWith(std::move(last), ToGrpcStatus(status));
+        } else {
+          reactor.End(ToGrpcStatus(status));
+        }
+      });
+    };
+    absl::StatusOr<uint64_t> id = engine->Subscribe(request, emit, end);
+    if (!id.ok()) {
+      end(v1::SubscribeEventsResponse(), id.status());
+      return;
+    }
+    bool alive = WithReactor<v1::SubscribeEventsResponse>(link, [&](QueuedWriter& reactor) {
+      static_cast<SubscribeEventsReactor&>(reactor).subscription_id_.store(*id);
+    });
+    if (!alive) {
+      engine->Unsubscribe(*id);
+    }
+  });
+}
+
+void SubscribeEventsReactor::Stopped() {
+  engine::Engine* engine = api_.engine;
+  const uint64_t id = subscription_id_.load();
+  if (id != 0) {
+    engine->Post([engine, id] { engine->Unsubscribe(id); });
+  }
+}
+
+}  // namespace ktesio::daemon::api
