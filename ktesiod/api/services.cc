@@ -139,9 +139,12 @@ grpc::ServerUnaryReactor* AgentServiceImpl::SendInput(grpc::CallbackServerContex
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::GetUsage(grpc::CallbackServerContext* ctx,
-                                                     const v1::GetUsageRequest*,
-                                                     v1::GetUsageResponse*) {
-  return Unimplemented(ctx, "GetUsage (metering ledger)");
+                                                     const v1::GetUsageRequest* request,
+                                                     v1::GetUsageResponse* response) {
+  return RunUnary(api_, ctx, request, response, "GetUsage", false,
+                  [this](const v1::GetUsageRequest& in, v1::GetUsageResponse* out) {
+                    return api_.engine->GetUsage(in, out);
+                  });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::AttachMemory(grpc::CallbackServerContext* ctx,

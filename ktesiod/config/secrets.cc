@@ -30,7 +30,7 @@ ABSL_CONST_INIT absl::Mutex store_mutex(absl::kConstInit);
 
 const std::vector<std::string> kComment = {
     "Ktesio secrets store: the only file holding secret cleartext, by design. Keep it mode 0600.",
-    "Managed with `ktctl secret set|list|remove`; config values refer to entries as secret:NAME."};
+    "Managed with `ktctl secret set|list|rm`; config values refer to entries as secret:NAME."};
 
 absl::Status Refused(const std::string& path, std::string_view why) {
   return internal::Error(absl::StatusCode::kPermissionDenied, reason::kPermissionDenied,

@@ -5,6 +5,7 @@
 #include "config/delivery.h"
 #include "config/delivery_files.h"
 #include "config/instance_file.h"
+#include "ktesio/contract/error.h"
 #include "registry/snapshot.h"
 #include "supervisor/restart_policy.h"
 
@@ -63,6 +64,14 @@ supervisor::InstanceSettings ConfigBridge::Settings(const store::InstanceRow& ro
 
 absl::StatusOr<supervisor::Delivery> ConfigBridge::Deliver(
     const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot) const {
+  if (snapshot.metering_source() == v1::METERING_SOURCE_ENGINE_OBSERVED) {
+    // Launching without the proxy would leave the agent silently unmetered: refuse instead.
+    return contract::MakeError(absl::StatusCode::kUnimplemented, contract::reason::kUnimplemented,
+                               absl::StrCat("'", row.name,
+                                            "' declares engine-observed metering, and the "
+                                            "loopback metering proxy is not implemented in this "
+                                            "ktesiod build"));
+  }
   absl::StatusOr<std::vector<config::Entry>> entries = Effective(row);
   if (!entries.ok()) {
     return entries.status();

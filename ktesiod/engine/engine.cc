@@ -56,7 +56,10 @@ Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
 Engine::~Engine() { Stop(); }
 
 void Engine::Start() {
-  Post([this] { supervisor_.Reconcile(); });
+  Post([this] {
+    supervisor_.Reconcile();
+    StartUsageAfterReconcile();
+  });
   thread_ = std::thread([this] { io_.run(); });
 }
 
@@ -128,6 +131,7 @@ absl::Status Engine::GetAgent(const v1::GetAgentRequest& request, v1::GetAgentRe
 
 v1::AgentInstance Engine::View(const store::InstanceRow& row) const {
   v1::AgentInstance view = BuildInstanceView(row);
+  FillUsage(row, view.mutable_usage());
   switch (config_.Settings(row).restart.policy) {
     case supervisor::RestartPolicyKind::kNever:
       view.set_restart_policy(v1::RESTART_POLICY_NEVER);

@@ -14,6 +14,7 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/post.hpp"
 #include "engine/config_bridge.h"
+#include "fs/directory_watch.h"
 #include "ktesio/v1/agent.pb.h"
 #include "ktesio/v1/config.pb.h"
 #include "ktesio/v1/events.pb.h"
@@ -86,6 +87,9 @@ class Engine {
                                      EndEvents end);
   void Unsubscribe(uint64_t id);
 
+  // Usage (engine_usage.cc).
+  absl::Status GetUsage(const v1::GetUsageRequest& request, v1::GetUsageResponse* response);
+
   // Configuration, secrets and memory backings (engine_config.cc).
   absl::Status SetConfig(const v1::SetConfigRequest& request, v1::SetConfigResponse* response);
   absl::Status GetConfig(const v1::GetConfigRequest& request, v1::GetConfigResponse* response);
@@ -130,6 +134,17 @@ class Engine {
   bool Pump(Subscription& subscription);
   void PublishEvents();
   std::map<uint64_t, Subscription> subscriptions_;
+
+  // Self-reported usage: one directory watch per live instance's run dir.
+  struct UsageWatch {
+    int64_t run = 0;
+    std::unique_ptr<fs::DirectoryWatch> watch;
+  };
+  void WatchUsage(const store::InstanceRow& row);
+  void IngestUsage(const std::string& name, int64_t run);
+  void StartUsageAfterReconcile();
+  void FillUsage(const store::InstanceRow& row, v1::UsageView* usage) const;
+  std::map<std::string, UsageWatch> usage_watches_;
   uint64_t next_subscription_ = 1;
   uint64_t next_follow_ = 1;
 

@@ -60,6 +60,12 @@ absl::Status Engine::SetConfig(const v1::SetConfigRequest& request,
         absl::StrCat("warning: '", request.key(), "' holds a secret and is delivered as the flag ",
                      target->second.flag(), ": argv is visible to other users of this machine"));
   }
+  if (request.key().rfind("budget.", 0) == 0 || request.key().rfind("cost.", 0) == 0 ||
+      request.key() == "metering.upstream_base_url") {
+    response->add_notices(
+        "warning: stored, but this ktesiod build does not enforce budgets, "
+        "price usage or run the metering proxy yet");
+  }
   if (const std::optional<supervisor::State> state = supervisor::ParseState(row->state);
       state.has_value() && supervisor::IsLive(*state)) {
     response->add_notices(
@@ -76,7 +82,7 @@ absl::Status Engine::GetConfig(const v1::GetConfigRequest& request,
     return row.status();
   }
   if (!request.key().empty()) {
-    if (absl::Status status = config::ValidateKey(request.key(), config::Writer::kEngine);
+    if (absl::Status status = config::ValidateKey(request.key(), config::Writer::kOperator);
         !status.ok() && contract::ErrorReason(status) == reason::kUnknownConfigKey) {
       return status;
     }

@@ -113,6 +113,13 @@ void Engine::StopFollow(uint64_t id) { follows_.erase(id); }
 void Engine::OnTransition(const store::InstanceRow& row, supervisor::State from,
                           supervisor::State to) {
   (void)from;
+  if (to == supervisor::State::kStarting) {
+    WatchUsage(row);
+  } else if (to == supervisor::State::kStopped || to == supervisor::State::kFailed) {
+    // The run is over: take its last usage lines, then stop watching.
+    IngestUsage(row.name, row.current_run);
+    usage_watches_.erase(row.name);
+  }
   PublishEvents();
   if (to == supervisor::State::kRunning) {
     return;

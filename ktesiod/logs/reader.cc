@@ -1,7 +1,6 @@
 #include "logs/reader.h"
 
 #include <fcntl.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <deque>
@@ -82,35 +81,9 @@ Follower::Follower(boost::asio::io_context& io, std::string log_dir, LogQuery qu
     : log_dir_(std::move(log_dir)),
       query_(std::move(query)),
       position_(from),
-      sink_(std::move(sink)) {
+      sink_(std::move(sink)),
+      watch_(io, log_dir_, [this] { Drain(); }) {
   query_.tail = 0;
-  inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (inotify_fd_ >= 0) {
-    inotify_add_watch(inotify_fd_, log_dir_.c_str(), IN_MODIFY | IN_CREATE | IN_MOVED_TO);
-    descriptor_ = std::make_unique<boost::asio::posix::stream_descriptor>(io, inotify_fd_);
-    Arm();
-  }
-}
-
-Follower::~Follower() {
-  if (descriptor_ != nullptr) {
-    boost::system::error_code ignored;
-    descriptor_->close(ignored);
-  }
-}
-
-void Follower::Arm() {
-  descriptor_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                          [this](const boost::system::error_code& ec) {
-                            if (ec) {
-                              return;
-                            }
-                            char events[4096];
-                            while (read(inotify_fd_, events, sizeof(events)) > 0) {
-                            }
-                            Drain();
-                            Arm();
-                          });
 }
 
 void Follower::Drain() {

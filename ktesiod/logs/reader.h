@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "boost/asio/io_context.hpp"
-#include "boost/asio/posix/stream_descriptor.hpp"
+#include "fs/directory_watch.h"
 #include "logs/segments.h"
 
 namespace ktesio::daemon::logs {
@@ -40,19 +40,15 @@ class Follower {
   using Sink = std::function<void(std::vector<LogRecord>)>;
   Follower(boost::asio::io_context& io, std::string log_dir, LogQuery query, Position from,
            Sink sink);
-  ~Follower();
-  // Reads whatever is new right now (also called on every inotify wake-up).
+  // Reads whatever is new right now (also called on every change in the directory).
   void Drain();
 
  private:
-  void Arm();
-
   std::string log_dir_;
   LogQuery query_;
   Position position_;
   Sink sink_;
-  int inotify_fd_ = -1;
-  std::unique_ptr<boost::asio::posix::stream_descriptor> descriptor_;
+  fs::DirectoryWatch watch_;
 };
 
 }  // namespace ktesio::daemon::logs

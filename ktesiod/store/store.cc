@@ -56,6 +56,21 @@ CREATE TABLE runs (
   PRIMARY KEY (instance_id, run)
 ) STRICT;
 )sql",
+    // 3: the self-reported usage ledger and the per-run ingestion cursor.
+    R"sql(
+CREATE TABLE usage_events (
+  id INTEGER PRIMARY KEY,
+  instance_id INTEGER NOT NULL REFERENCES instances(id) ON DELETE CASCADE,
+  run INTEGER NOT NULL,
+  sequence INTEGER NOT NULL,
+  input_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  at_ms INTEGER NOT NULL,
+  UNIQUE (instance_id, run, sequence)
+) STRICT;
+ALTER TABLE runs ADD COLUMN usage_offset INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == kSchemaVersion);
@@ -266,6 +281,42 @@ absl::StatusOr<int64_t> Store::AppendEvent(const EventRow& event) {
     return status;
   }
   return db_.LastInsertRowId();
+}
+
+absl::StatusOr<Store::UsageTotals> Store::Usage(int64_t instance_id, int64_t run) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
+      "COALESCE(SUM(CASE WHEN run = ?2 THEN input_tokens END), 0), "
+      "COALESCE(SUM(CASE WHEN run = ?2 THEN output_tokens END), 0) "
+      "FROM usage_events WHERE instance_id = ?1");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, instance_id).Bind(2, run);
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) {
+    return row.status();
+  }
+  UsageTotals totals;
+  totals.cumulative_input = static_cast<uint64_t>(stmt->ColumnInt(0));
+  totals.cumulative_output = static_cast<uint64_t>(stmt->ColumnInt(1));
+  totals.run_input = static_cast<uint64_t>(stmt->ColumnInt(2));
+  totals.run_output = static_cast<uint64_t>(stmt->ColumnInt(3));
+  return totals;
+}
+
+absl::StatusOr<int64_t> Store::UsageOffset(int64_t instance_id, int64_t run) {
+  absl::StatusOr<Statement> stmt =
+      db_.Prepare("SELECT usage_offset FROM runs WHERE instance_id = ?1 AND run = ?2");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, instance_id).Bind(2, run);
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) {
+    return row.status();
+  }
+  return *row ? stmt->ColumnInt(0) : 0;
 }
 
 absl::StatusOr<int64_t> Store::LastCursor() {

@@ -18,7 +18,7 @@
 namespace ktesio::daemon::store {
 
 // The schema version this binary writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct InstanceRow {
   int64_t id = 0;
@@ -79,6 +79,17 @@ class Store {
 
   // Appends an event and returns its cursor (strictly increasing, never reused).
   absl::StatusOr<int64_t> AppendEvent(const EventRow& event);
+  // Usage totals of one instance: over every run, and over `run` alone.
+  struct UsageTotals {
+    uint64_t cumulative_input = 0;
+    uint64_t cumulative_output = 0;
+    uint64_t run_input = 0;
+    uint64_t run_output = 0;
+  };
+  absl::StatusOr<UsageTotals> Usage(int64_t instance_id, int64_t run);
+  // The durable ingestion cursor of a run's usage file (0 when the run is unknown).
+  absl::StatusOr<int64_t> UsageOffset(int64_t instance_id, int64_t run);
+
   // The newest cursor (0 when the log is empty).
   absl::StatusOr<int64_t> LastCursor();
   // Events with cursor > after, optionally for one instance, at most `limit`.

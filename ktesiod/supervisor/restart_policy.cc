@@ -41,6 +41,11 @@ RestartDecision DecideRestart(const RestartSettings& settings, const ExitFacts& 
   if (facts.clean) {
     decision.crash_streak = 0;
     decision.restart = settings.policy == RestartPolicyKind::kAlways;
+    // A clean exit is not a crash, but an agent that exits at once must not spin: like s6, keep
+    // at least one second between starts.
+    if (decision.restart && facts.run_duration_ms < kRespawnFloorMs) {
+      decision.delay_ms = kRespawnFloorMs - std::max<int64_t>(facts.run_duration_ms, 0);
+    }
     return decision;
   }
   streak += 1;

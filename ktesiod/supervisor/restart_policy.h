@@ -15,6 +15,9 @@ enum class RestartPolicyKind { kNever, kOnFailure, kAlways };
 std::string RestartPolicyName(RestartPolicyKind policy);  // "never"|"on-failure"|"always"
 absl::StatusOr<RestartPolicyKind> ParseRestartPolicy(std::string_view name);
 
+// Under `always`, a clean exit after a run shorter than this waits out the remainder.
+inline constexpr int64_t kRespawnFloorMs = 1000;
+
 struct RestartSettings {
   RestartPolicyKind policy = RestartPolicyKind::kOnFailure;
   int64_t backoff_initial_ms = 1000;
@@ -38,7 +41,8 @@ struct RestartDecision {
 
 // Decides what follows an unrequested exit.
 //  - a run that stayed up >= reset_after_ms resets the streak first;
-//  - never: no restart; on-failure: restart crashes only; always: restart every exit;
+//  - never: no restart; on-failure: restart crashes only; always: restart every exit (a clean
+//    exit after a run shorter than kRespawnFloorMs waits out the rest of that second);
 //  - the n-th consecutive crash restarts after 0 ms for n = 1, else
 //    min(backoff_initial_ms * 2^(n-2), backoff_max_ms);
 //  - when the streak reaches max_consecutive, no restart and crash_loop = true.

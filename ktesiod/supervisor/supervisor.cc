@@ -198,7 +198,7 @@ void Supervisor::Launch(store::InstanceRow row, bool automatic) {
       // Refused before launch: the state is unchanged (for an automatic restart the instance
       // stays failed with the refusal as its cause).
       if (automatic) {
-        Commit(row, State::kFailed, absl::StrCat("launch-error: ", rendered.status().message()))
+        Commit(row, State::kFailed, absl::StrCat("launch-error{", rendered.status().message(), "}"))
             .IgnoreError();
       }
       Finish(rt.start_waiters, rendered.status());
@@ -268,7 +268,7 @@ void Supervisor::OnLaunched(const std::string& name, uint64_t generation,
   }
   if (!launched.ok()) {
     row->last_exit = std::string(launched.status().message());
-    Commit(*row, State::kFailed, absl::StrCat("launch-error: ", launched.status().message()))
+    Commit(*row, State::kFailed, absl::StrCat("launch-error{", launched.status().message(), "}"))
         .IgnoreError();
     store_.EndRun(row->id, row->current_run, clock_(), row->cause).IgnoreError();
     Finish(rt.start_waiters, absl::OkStatus(), rt.start_notices);

@@ -68,7 +68,7 @@ class Supervisor {
   ~Supervisor();
 
   // Commands. Errors (via done): NOT_FOUND, INVALID_TRANSITION, CAPABILITY_UNSUPPORTED,
-  // CONFIG_INVALID (delivery refused), STOP_NOT_CONFIRMED, STORE_ERROR.
+  // DELIVERY_FAILED (delivery refused), STOP_NOT_CONFIRMED, STORE_ERROR.
   void Start(const std::string& name, Done done);
   void Stop(const std::string& name, std::optional<uint32_t> timeout_seconds, Done done);
   void Restart(const std::string& name, std::optional<uint32_t> timeout_seconds, Done done);

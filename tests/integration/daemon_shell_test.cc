@@ -243,14 +243,23 @@ TEST(Ktctl, BadGlobalTimeoutIsUsageError) {
 TEST(Ktctl, UnimplementedCapabilityFailsLoudly) {
   DaemonHarness daemon;
   ASSERT_TRUE(daemon.Start());
-  ASSERT_EQ(daemon.Ctl({"agent", "register", "m", "--kind", "mock"}).exit_code, 0);
-  // Usage metering is not built yet: the daemon says so instead of answering zeros.
-  RunResult r = daemon.Ctl({"agent", "usage", "m", "--json"});
+  // The metering proxy is not built yet: an engine-observed agent must not start unmetered.
+  std::string dir = daemon.dir() + "/eo";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  WriteFileOrDie(dir + "/adapter.toml",
+                 "contract_version = \"1.0.0\"\n[adapter]\nkind = \"eo\"\n"
+                 "[lifecycle.start]\nexec = \"/bin/sleep\"\nargs = [\"60\"]\n"
+                 "[capabilities.interaction]\nlinux = \"guaranteed\"\n"
+                 "[metering]\nsource = \"engine-observed\"\n");
+  ASSERT_EQ(daemon.Ctl({"agent", "register", "m", "--manifest", dir}).exit_code, 0);
+  RunResult r = daemon.Ctl({"agent", "start", "m", "--json"});
   EXPECT_EQ(r.exit_code, 1);
   std::optional<Json> doc = ParseJson(r.out);
   ASSERT_TRUE(doc.has_value()) << r.out;
   EXPECT_EQ((*doc)["error"]["reason"].string, "UNIMPLEMENTED");
   EXPECT_NE((*doc)["error"]["message"].string.find("not implemented"), std::string::npos);
+  std::optional<Json> show = ParseJson(daemon.Ctl({"agent", "show", "m", "--json"}).out);
+  EXPECT_EQ((*show)["instance"]["state"].string, "registered");
 }
 
 }  // namespace

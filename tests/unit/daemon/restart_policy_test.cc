@@ -65,6 +65,16 @@ TEST(RestartPolicy, PolicyTable) {
   }
 }
 
+TEST(RestartPolicy, AlwaysKeepsARespawnFloorForQuickCleanExits) {
+  RestartSettings settings;
+  settings.policy = RestartPolicyKind::kAlways;
+  EXPECT_EQ(DecideRestart(settings, {true, 10, 0}).delay_ms, 990);
+  EXPECT_EQ(DecideRestart(settings, {true, 1000, 0}).delay_ms, 0);
+  EXPECT_EQ(DecideRestart(settings, {true, 5000, 0}).delay_ms, 0);
+  settings.policy = RestartPolicyKind::kOnFailure;
+  EXPECT_FALSE(DecideRestart(settings, {true, 10, 0}).restart);
+}
+
 TEST(RestartPolicy, NamesParse) {
   for (RestartPolicyKind p :
        {RestartPolicyKind::kNever, RestartPolicyKind::kOnFailure, RestartPolicyKind::kAlways}) {

@@ -1,0 +1,109 @@
+// Self-reported metering: KTESIO_USAGE lines become ledger rows exactly once — replays are
+// recognized, malformed lines are diagnostics, and a daemon SIGKILLed mid-burst loses nothing
+// and counts nothing twice.
+
+#include <filesystem>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "daemon_harness.h"
+#include "gtest/gtest.h"
+#include "json.h"
+
+namespace ktesio::testing {
+namespace {
+
+class UsageTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog(); }
+
+  void Register(const std::string& name, const std::string& args) {
+    std::string quoted;
+    std::istringstream in(args);
+    std::string word;
+    while (in >> word) {
+      quoted += (quoted.empty() ? "\"" : ", \"") + word + "\"";
+    }
+    std::string dir = daemon_.dir() + "/m-" + name;
+    std::filesystem::create_directories(dir);
+    WriteFileOrDie(dir + "/adapter.toml",
+                   absl::StrCat("contract_version = \"1.0.0\"\n[adapter]\nkind = \"usage\"\n",
+                                "[lifecycle.start]\nexec = \"", ProbePath(), "\"\nargs = [",
+                                quoted, "]\n[capabilities.pause]\nlinux = \"guaranteed\"\n",
+                                "[metering]\nsource = \"self-reported\"\n"));
+    ASSERT_EQ(daemon_.Ctl({"agent", "register", name, "--manifest", dir}).exit_code, 0);
+  }
+
+  Json Usage(const std::string& name) {
+    std::optional<Json> doc = ParseJson(daemon_.Ctl({"agent", "usage", name, "--json"}).out);
+    return doc.has_value() ? (*doc)["usage"] : Json();
+  }
+
+  DaemonHarness daemon_;
+};
+
+TEST_F(UsageTest, LedgerEqualsTheBatchesReplaysAndMalformedIgnored) {
+  Register("u", "--usage-lines 50 --usage-input 10 --usage-output 20 --usage-replay "
+                "--usage-malformed --heartbeat-ms 60000");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "u"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return Usage("u")["cumulative_input_tokens"].Int() == 500; }))
+      << daemon_.Ctl({"agent", "usage", "u", "--json"}).out;
+  Json usage = Usage("u");
+  EXPECT_EQ(usage["cumulative_output_tokens"].Int(), 1000);
+  EXPECT_EQ(usage["current_run_input_tokens"].Int(), 500);
+  EXPECT_EQ(usage["current_run_output_tokens"].Int(), 1000);
+  EXPECT_TRUE(usage["cumulative_input_tokens"].IsInteger());
+  EXPECT_EQ(usage["unknown_usage_calls"].Int(), 0);
+  EXPECT_EQ(usage.Find("cumulative_dollars"), nullptr);  // no Rate, no fabricated dollars
+  ASSERT_TRUE(WaitFor([&] {
+    return daemon_.Ctl({"agent", "logs", "u", "--stream", "engine"})
+               .out.find("malformed KTESIO_USAGE line ignored") != std::string::npos;
+  }));
+  // Show and list carry the same numbers; the Fleet totals sum them.
+  std::optional<Json> list = ParseJson(daemon_.Ctl({"agent", "list", "--json"}).out);
+  ASSERT_TRUE(list.has_value());
+  EXPECT_EQ((*list)["totals"]["total_input_tokens"].Int(), 500);
+  EXPECT_EQ((*list)["instances"].array[0]["usage"]["cumulative_output_tokens"].Int(), 1000);
+  std::optional<Json> fleet = ParseJson(daemon_.Ctl({"agent", "usage", "--json"}).out);
+  ASSERT_TRUE(fleet.has_value());
+  EXPECT_EQ(fleet->Keys(), (std::vector<std::string>{"schema_version", "totals"}));
+  EXPECT_EQ((*fleet)["totals"]["total_output_tokens"].Int(), 1000);
+  // One usage_update event per accepted line, none for the replay.
+  RunOptions briefly;
+  briefly.timeout = std::chrono::milliseconds(1500);
+  RunResult events = daemon_.Ctl({"events", "--since", "0", "--json"}, briefly);
+  size_t updates = 0;
+  for (size_t at = 0; (at = events.out.find("\"type\":\"usage_update\"", at)) != std::string::npos;
+       ++at) {
+    ++updates;
+  }
+  EXPECT_EQ(updates, 50u);
+  // A new run starts from zero; the cumulative view keeps counting.
+  ASSERT_EQ(daemon_.Ctl({"agent", "restart", "u", "--timeout", "0"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return Usage("u")["cumulative_input_tokens"].Int() == 1000; }));
+  EXPECT_EQ(Usage("u")["current_run_input_tokens"].Int(), 500);
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "u", "--timeout", "0"}).exit_code, 0);
+}
+
+TEST_F(UsageTest, ExactlyOnceAcrossADaemonKilledMidBurst) {
+  Register("burst", "--usage-lines 100000 --usage-input 1 --usage-output 2 --heartbeat-ms 60000");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "burst"}).exit_code, 0);
+  // Kill the daemon while the ledger is still filling (or, on a fast machine, just after).
+  WaitFor([&] { return Usage("burst")["cumulative_input_tokens"].Int() > 0; });
+  daemon_.Kill();
+  ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
+  ASSERT_TRUE(WaitFor([&] { return Usage("burst")["cumulative_input_tokens"].Int() >= 100000; },
+                      std::chrono::milliseconds(60000)));
+  Json usage = Usage("burst");
+  EXPECT_EQ(usage["cumulative_input_tokens"].Int(), 100000);
+  EXPECT_EQ(usage["cumulative_output_tokens"].Int(), 200000);
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "burst", "--timeout", "0"}).exit_code, 0);
+  EXPECT_EQ(Usage("burst")["cumulative_input_tokens"].Int(), 100000);
+}
+
+TEST_F(UsageTest, UsageOfUnknownInstanceIsNotFound) {
+  EXPECT_EQ(daemon_.Ctl({"agent", "usage", "ghost"}).exit_code, 3);
+}
+
+}  // namespace
+}  // namespace ktesio::testing
