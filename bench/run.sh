@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Runs Ktesio's benchmarks on this machine and prints `key value` lines (and a summary).
+# Builds the release preset first. Numbers from a shared, noisy machine: compare figures from
+# the same run only; peers (supervisord) are measured side by side when installed
+# (KTESIO_BENCH_PEERS=1 installs supervisor from Debian).
+#
+#   bench/run.sh            all benchmarks
+#   N_RPC=10000 N_AGENTS=100 N_FLEET=1000 bench/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N_RPC=${N_RPC:-10000}
+N_AGENTS=${N_AGENTS:-100}
+N_FLEET=${N_FLEET:-1000}
+
+scripts/install-deps.sh >/dev/null
+cmake --preset release >/dev/null
+cmake --build --preset release --target ktesiod ktctl ktesio-shim ktesio-probe ktesio_bench >/dev/null
+B=$PWD/build/release
+KTESIOD=$B/ktesiod/ktesiod
+KTCTL=$B/ktctl/ktctl
+PROBE=$B/tests/fixtures/probe/ktesio-probe
+BENCH=$B/bench/ktesio_bench
+
+work=$(mktemp -d /tmp/kt-bench-XXXXXX)
+sock=$work/d.sock
+cleanup() {
+  [[ -n "${daemon:-}" ]] && kill "$daemon" 2>/dev/null || true
+  [[ -n "${echo_server:-}" ]] && kill "$echo_server" 2>/dev/null || true
+  pkill -f "ktesio-shim --run-dir $work" 2>/dev/null || true
+  pkill -f "$PROBE" 2>/dev/null || true
+  [[ -n "${supervisord_pid:-}" ]] && kill "$supervisord_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ctl() { "$KTCTL" --socket "$sock" "$@"; }
+now_ns() { date +%s%N; }
+median_ms() { sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
+p99_ms() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.99); if (i<1) i=1; printf "%.2f", a[i]}'; }
+time_cmd_ms() {  # runs "$@" N times, prints one duration (ms) per run
+  local n=$1; shift
+  for _ in $(seq 1 "$n"); do
+    local t0; t0=$(now_ns); "$@" >/dev/null 2>&1; local t1; t1=$(now_ns)
+    echo "scale=3; ($t1-$t0)/1000000" | bc
+  done
+}
+pss_kb() { awk '/^Pss:/ {print $2}' "/proc/$1/smaps_rollup" 2>/dev/null || echo 0; }
+cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+command -v bc >/dev/null || apt-get install -y -qq bc >/dev/null
+
+"$KTESIOD" --state-dir "$work/state" --socket "$sock" --log-level warn 2>"$work/ktesiod.log" &
+daemon=$!
+for _ in $(seq 1 100); do ctl daemon status >/dev/null 2>&1 && break; sleep 0.05; done
+
+echo "== unary RPC over the Unix socket ($N_RPC calls) =="
+"$BENCH" echo-server "$work/echo.sock" &
+echo_server=$!
+sleep 0.3
+"$BENCH" rpc "$work/echo.sock" "$N_RPC" version | sed 's/^rpc_/bare_echo_rpc_/'
+"$BENCH" rpc "$sock" "$N_RPC" version
+"$BENCH" rpc "$sock" "$N_RPC" status
+
+echo "== whole-process ktctl daemon status (200 runs) =="
+times=$(time_cmd_ms 200 "$KTCTL" --socket "$sock" daemon status)
+echo "ktctl_status_median_ms $(echo "$times" | median_ms)"
+echo "ktctl_status_p99_ms $(echo "$times" | p99_ms)"
+
+echo "== registry: $N_FLEET instances =="
+t0=$(now_ns)
+for i in $(seq 0 $((N_FLEET - 1))); do ctl agent register "f$i" --kind mock >/dev/null; done
+t1=$(now_ns)
+echo "register_${N_FLEET}_total_ms $(( (t1 - t0) / 1000000 ))"
+echo "register_per_second_via_ktctl $(echo "scale=1; $N_FLEET*1000000000/($t1-$t0)" | bc)"
+times=$(time_cmd_ms 20 "$KTCTL" --socket "$sock" agent list --json)
+echo "list_${N_FLEET}_json_median_ms $(echo "$times" | median_ms)"
+"$BENCH" rpc "$sock" 200 list | sed "s/^rpc_list/rpc_list_${N_FLEET}/"
+
+echo "== supervision: $N_AGENTS idle agents =="
+mkdir -p "$work/idle"
+cat >"$work/idle/adapter.toml" <<TOML
+contract_version = "1.0.0"
+[adapter]
+kind = "idle"
+[lifecycle.start]
+exec = "$PROBE"
+args = ["--quiet"]
+[capabilities.pause]
+linux = "guaranteed"
+[metering]
+source = "self-reported"
+TOML
+for i in $(seq 0 $((N_AGENTS - 1))); do ctl agent register "a$i" --manifest "$work/idle" >/dev/null; done
+"$BENCH" start "$sock" a "$N_AGENTS"
+sleep 1
+shims=$(pgrep -f "ktesio-shim --run-dir $work" || true)
+daemon_pss=$(pss_kb "$daemon")
+shim_pss=0
+for p in $shims; do shim_pss=$((shim_pss + $(pss_kb "$p"))); done
+nshims=$(echo "$shims" | wc -w)
+echo "daemon_pss_kb $daemon_pss"
+echo "shims $nshims shims_pss_total_kb $shim_pss"
+echo "supervision_total_pss_kb $((daemon_pss + shim_pss))"
+echo "shim_pss_per_agent_kb $(( nshims > 0 ? shim_pss / nshims : 0 ))"
+before=$(cpu_ticks "$daemon"); sb=0; for p in $shims; do sb=$((sb + $(cpu_ticks "$p"))); done
+sleep 10
+after=$(cpu_ticks "$daemon"); sa=0; for p in $shims; do sa=$((sa + $(cpu_ticks "$p"))); done
+echo "idle_10s_cpu_ticks_daemon $((after - before)) shims $((sa - sb))"
+
+echo "== first crash -> new agent running =="
+ctl agent show a0 --json >"$work/show.json"
+old=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' "$work/show.json")
+t0=$(now_ns)
+kill -9 "$old"
+while true; do
+  newpid=$(ctl agent show a0 --json | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
+  [[ -n "$newpid" && "$newpid" != "$old" ]] && break
+done
+t1=$(now_ns)
+echo "crash_to_respawn_ms_upper_bound $(echo "scale=2; ($t1-$t0)/1000000" | bc) (includes ktctl polling)"
+grep -h "crashed\|restarted" "$work/state/agents/a0/logs/"*.log | tail -2
+
+echo "== stop of a TERM-ignoring tree (2 s window) =="
+cat >"$work/tree.toml" <<TOML
+contract_version = "1.0.0"
+[adapter]
+kind = "tree"
+[lifecycle.start]
+exec = "$PROBE"
+args = ["--ignore-sigterm", "--spawn-children", "3", "--pid-file", "$work/tree.pids"]
+[capabilities.pause]
+linux = "guaranteed"
+[metering]
+source = "self-reported"
+TOML
+ctl agent register tree --manifest "$work/tree.toml" >/dev/null
+ctl agent start tree >/dev/null
+sleep 0.2
+t0=$(now_ns); ctl agent stop tree --timeout 2 >/dev/null; t1=$(now_ns)
+alive=0; for p in $(cat "$work/tree.pids"); do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
+echo "tree_stop_ms $(( (t1 - t0) / 1000000 )) survivors $alive"
+
+echo "== log capture: 1,000,000 lines =="
+for mode in per-line bulk; do
+  flags='"--lines", "1000000", "--line-bytes", "32", "--quiet"'
+  [[ $mode == bulk ]] && flags="$flags, \"--bulk\""
+  cat >"$work/lines-$mode.toml" <<TOML
+contract_version = "1.0.0"
+[adapter]
+kind = "lines"
+[lifecycle.start]
+exec = "$PROBE"
+args = [$flags]
+[capabilities.pause]
+linux = "guaranteed"
+[metering]
+source = "self-reported"
+TOML
+  ctl agent register "lines-$mode" --manifest "$work/lines-$mode.toml" >/dev/null
+  ctl agent config set "lines-$mode" logs.max_bytes 200000000 >/dev/null
+  t0=$(now_ns)
+  ctl agent start "lines-$mode" >/dev/null 2>&1 || true
+  logs="$work/state/agents/lines-$mode/logs"
+  until grep -q "agent-out line 999999 " "$logs"/*.log 2>/dev/null; do sleep 0.01; done
+  t1=$(now_ns)
+  count=$(grep -c " agent-out line " "$logs"/*.log | awk -F: '{s+=$2} END {print s}')
+  echo "capture_1M_${mode}_ms_upper_bound $(( (t1 - t0) / 1000000 )) lines_captured $count"
+done
+
+if [[ "${KTESIO_BENCH_PEERS:-0}" == 1 ]]; then
+  echo "== peer: supervisord (same machine, same run) =="
+  command -v supervisord >/dev/null || apt-get install -y -qq supervisor >/dev/null
+  mkdir -p "$work/sv"
+  {
+    echo "[unix_http_server]"; echo "file=$work/sv/sv.sock"
+    echo "[supervisord]"; echo "logfile=$work/sv/sv.log"; echo "pidfile=$work/sv/sv.pid"
+    echo "nodaemon=true"
+    echo "[rpcinterface:supervisor]"
+    echo "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface"
+    echo "[supervisorctl]"; echo "serverurl=unix://$work/sv/sv.sock"
+    for i in $(seq 0 $((N_AGENTS - 1))); do
+      echo "[program:p$i]"; echo "command=$PROBE --quiet"; echo "autostart=false"
+      echo "stdout_logfile=$work/sv/p$i.log"
+    done
+  } >"$work/sv/sv.conf"
+  supervisord -c "$work/sv/sv.conf" &
+  supervisord_pid=$!
+  sleep 2
+  times=$(time_cmd_ms 20 supervisorctl -c "$work/sv/sv.conf" status p0)
+  echo "peer_supervisorctl_status_median_ms $(echo "$times" | median_ms)"
+  t0=$(now_ns); supervisorctl -c "$work/sv/sv.conf" start all >/dev/null; t1=$(now_ns)
+  echo "peer_supervisord_start_${N_AGENTS}_ms $(( (t1 - t0) / 1000000 ))"
+  sleep 1
+  total=$(pss_kb "$supervisord_pid")
+  echo "peer_supervisord_pss_kb $total"
+fi
+echo "== done =="
