@@ -134,8 +134,7 @@ int Start(const std::string& socket, const std::string& prefix, int n) {
     bool got = false;
     cq.Next(&tag, &got);
     Call* call = static_cast<Call*>(tag);
-    ok += call->status.ok() &&
-                  call->response.instance().state() == ktesio::v1::AGENT_STATE_RUNNING
+    ok += call->status.ok() && call->response.instance().state() == ktesio::v1::AGENT_STATE_RUNNING
               ? 1
               : 0;
   }

@@ -5,6 +5,7 @@
 #include "config/delivery.h"
 #include "config/delivery_files.h"
 #include "config/instance_file.h"
+#include "config/money.h"
 #include "ktesio/contract/error.h"
 #include "registry/snapshot.h"
 #include "supervisor/restart_policy.h"
@@ -60,6 +61,44 @@ supervisor::InstanceSettings ConfigBridge::Settings(const store::InstanceRow& ro
   settings.log_keep = static_cast<uint32_t>(Number(*entries, "logs.keep", settings.log_keep));
   settings.autostart = config::Lookup(*entries, "autostart").value_or("false") == "true";
   return settings;
+}
+
+budget::Limits ConfigBridge::Limits(const store::InstanceRow& row) const {
+  budget::Limits limits;
+  absl::StatusOr<std::vector<config::Entry>> entries = Effective(row);
+  if (!entries.ok()) {
+    return limits;
+  }
+  auto tokens = [&](std::string_view key) -> std::optional<uint64_t> {
+    std::optional<std::string> value = config::Lookup(*entries, key);
+    uint64_t parsed = 0;
+    if (value.has_value() && absl::SimpleAtoi(*value, &parsed)) {
+      return parsed;
+    }
+    return std::nullopt;
+  };
+  auto dollars = [&](std::string_view key) -> std::optional<int64_t> {
+    std::optional<std::string> value = config::Lookup(*entries, key);
+    if (!value.has_value()) {
+      return std::nullopt;
+    }
+    absl::StatusOr<int64_t> micros = config::ParseMicroDollars(*value);
+    return micros.ok() ? std::optional<int64_t>(*micros) : std::nullopt;
+  };
+  limits.tokens_per_run = tokens("budget.tokens.per_run");
+  limits.tokens_cumulative = tokens("budget.tokens.cumulative");
+  limits.dollars_per_run = dollars("budget.dollars.per_run");
+  limits.dollars_cumulative = dollars("budget.dollars.cumulative");
+  std::optional<int64_t> input = dollars("cost.rate.input");
+  std::optional<int64_t> output = dollars("cost.rate.output");
+  if (input.has_value() && output.has_value()) {
+    limits.rate = budget::Rate{*input, *output};
+  }
+  const std::string action = config::Lookup(*entries, "budget.breach_action").value_or("pause");
+  limits.action = action == "stop"   ? budget::Action::kStop
+                  : action == "warn" ? budget::Action::kWarn
+                                     : budget::Action::kPause;
+  return limits;
 }
 
 absl::StatusOr<supervisor::Delivery> ConfigBridge::Deliver(

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "budget/budget.h"
 #include "config/layers.h"
 #include "config/secrets.h"
 #include "ktesio/v1/common.pb.h"
@@ -26,6 +27,10 @@ class ConfigBridge {
 
   // Supervisor settings from the effective config (defaults when the file is unreadable).
   supervisor::InstanceSettings Settings(const store::InstanceRow& row) const;
+
+  // Budget limits and the Rate in force (a Rate needs both directions; dollar caps without one
+  // are inert). Defaults (no limits) when the file is unreadable.
+  budget::Limits Limits(const store::InstanceRow& row) const;
 
   // Renders and writes everything a start delivers; refuses with DELIVERY_FAILED (secret not
   // resolvable, {env:VAR} unset) or CONFIG_INVALID before anything is launched.

@@ -131,7 +131,12 @@ absl::Status Engine::GetAgent(const v1::GetAgentRequest& request, v1::GetAgentRe
 
 v1::AgentInstance Engine::View(const store::InstanceRow& row) const {
   v1::AgentInstance view = BuildInstanceView(row);
-  FillUsage(row, view.mutable_usage());
+  v1::BudgetView budget;
+  bool has_budget = false;
+  FillUsage(row, view.mutable_usage(), &budget, &has_budget);
+  if (has_budget) {
+    *view.mutable_budget() = std::move(budget);
+  }
   switch (config_.Settings(row).restart.policy) {
     case supervisor::RestartPolicyKind::kNever:
       view.set_restart_policy(v1::RESTART_POLICY_NEVER);

@@ -143,7 +143,10 @@ class Engine {
   void WatchUsage(const store::InstanceRow& row);
   void IngestUsage(const std::string& name, int64_t run);
   void StartUsageAfterReconcile();
-  void FillUsage(const store::InstanceRow& row, v1::UsageView* usage) const;
+  // Usage (and, when `budget` is given, the budget view; `has_budget` says whether any limit
+  // applies — the JSON then shows `budget: null`).
+  void FillUsage(const store::InstanceRow& row, v1::UsageView* usage, v1::BudgetView* budget,
+                 bool* has_budget) const;
   std::map<std::string, UsageWatch> usage_watches_;
   uint64_t next_subscription_ = 1;
   uint64_t next_follow_ = 1;

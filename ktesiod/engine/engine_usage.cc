@@ -33,8 +33,9 @@ void Engine::IngestUsage(const std::string& name, int64_t run) {
   }
   const std::string path =
       metering::UsageFilePath(supervisor::Supervisor::RunDir((*row)->home), run);
+  const budget::Limits limits = config_.Limits(**row);
   absl::StatusOr<metering::IngestResult> result =
-      metering::IngestUsageFile(*store_, **row, run, path, "self-reported", NowUnixMs());
+      metering::IngestUsageFile(*store_, **row, run, path, "self-reported", limits, NowUnixMs());
   if (!result.ok()) {
     log_->error("usage ingestion failed instance={} run={} error={}", name, run,
                 std::string(result.status().message()));
@@ -53,6 +54,19 @@ void Engine::IngestUsage(const std::string& name, int64_t run) {
   if (result->accepted > 0) {
     PublishEvents();
   }
+  // The breaches are committed with the usage that crossed them; now act on the first one.
+  if (!result->breaches.empty() && run == (*row)->current_run) {
+    const budget::Breach& first = result->breaches.front();
+    const std::string cause = absl::StrCat("budget-exceeded{scope=", budget::ScopeName(first.scope),
+                                           ",dimension=", budget::DimensionName(first.dimension),
+                                           ",limit=", first.limit, ",observed=", first.observed,
+                                           ",action=", budget::ActionName(limits.action), "}");
+    log_->warn("budget breach instance={} {}", name, cause);
+    logs::AppendEngineLine((*row)->home + "/logs", NowUnixMs(), cause).IgnoreError();
+    if (limits.action != budget::Action::kWarn) {
+      supervisor_.BudgetAction(name, limits.action == budget::Action::kStop, cause);
+    }
+  }
 }
 
 void Engine::StartUsageAfterReconcile() {
@@ -68,7 +82,8 @@ void Engine::StartUsageAfterReconcile() {
   }
 }
 
-void Engine::FillUsage(const store::InstanceRow& row, v1::UsageView* usage) const {
+void Engine::FillUsage(const store::InstanceRow& row, v1::UsageView* usage,
+                       v1::BudgetView* budget_view, bool* has_budget) const {
   absl::StatusOr<store::Store::UsageTotals> totals = store_->Usage(row.id, row.current_run);
   if (!totals.ok()) {
     return;
@@ -77,6 +92,48 @@ void Engine::FillUsage(const store::InstanceRow& row, v1::UsageView* usage) cons
   usage->set_cumulative_output_tokens(totals->cumulative_output);
   usage->set_current_run_input_tokens(totals->run_input);
   usage->set_current_run_output_tokens(totals->run_output);
+  const budget::Limits limits = config_.Limits(row);
+  // Dollars only with a full Rate: events are priced at the Rate in force when recorded.
+  if (limits.rate.has_value()) {
+    usage->set_cumulative_dollars(totals->cumulative_micros);
+    usage->set_current_run_dollars(totals->run_micros);
+    usage->set_estimate_label("estimated");
+  }
+  if (budget_view == nullptr) {
+    return;
+  }
+  const uint64_t run_tokens = totals->run_input + totals->run_output;
+  const uint64_t all_tokens = totals->cumulative_input + totals->cumulative_output;
+  const bool priced = limits.rate.has_value();
+  *has_budget = limits.tokens_per_run || limits.tokens_cumulative ||
+                (priced && (limits.dollars_per_run || limits.dollars_cumulative));
+  if (limits.tokens_per_run) {
+    budget_view->set_per_run_limit(*limits.tokens_per_run);
+    budget_view->set_per_run_remaining(
+        run_tokens >= *limits.tokens_per_run ? 0 : *limits.tokens_per_run - run_tokens);
+  }
+  if (limits.tokens_cumulative) {
+    budget_view->set_cumulative_limit(*limits.tokens_cumulative);
+    budget_view->set_cumulative_remaining(
+        all_tokens >= *limits.tokens_cumulative ? 0 : *limits.tokens_cumulative - all_tokens);
+  }
+  if (priced && limits.dollars_per_run) {
+    budget_view->set_per_run_cost_cap(*limits.dollars_per_run);
+    budget_view->set_per_run_dollars_remaining(
+        std::max<int64_t>(0, *limits.dollars_per_run - totals->run_micros));
+  }
+  if (priced && limits.dollars_cumulative) {
+    budget_view->set_cumulative_cost_cap(*limits.dollars_cumulative);
+    budget_view->set_cumulative_dollars_remaining(
+        std::max<int64_t>(0, *limits.dollars_cumulative - totals->cumulative_micros));
+  }
+  if (priced && (limits.dollars_per_run || limits.dollars_cumulative)) {
+    budget_view->set_estimate_label("estimated");
+  }
+  budget_view->set_breach_action(limits.action == budget::Action::kStop ? v1::BREACH_ACTION_STOP
+                                 : limits.action == budget::Action::kWarn
+                                     ? v1::BREACH_ACTION_WARN
+                                     : v1::BREACH_ACTION_PAUSE);
 }
 
 absl::Status Engine::GetUsage(const v1::GetUsageRequest& request, v1::GetUsageResponse* response) {
@@ -86,7 +143,7 @@ absl::Status Engine::GetUsage(const v1::GetUsageRequest& request, v1::GetUsageRe
       return row.status();
     }
     response->set_name(row->name);
-    FillUsage(*row, response->mutable_usage());
+    FillUsage(*row, response->mutable_usage(), nullptr, nullptr);
     return absl::OkStatus();
   }
   v1::ListAgentsResponse all;

@@ -73,12 +73,28 @@ v1::AgentInstance BuildInstanceView(const store::InstanceRow& row) {
 v1::FleetTotals BuildFleetTotals(
     const google::protobuf::RepeatedPtrField<v1::AgentInstance>& instances) {
   v1::FleetTotals totals;
+  int64_t dollars = 0;
+  bool any_priced = false;
+  uint64_t unpriced = 0;
   for (const v1::AgentInstance& instance : instances) {
-    totals.set_total_input_tokens(totals.total_input_tokens() +
-                                  instance.usage().cumulative_input_tokens());
-    totals.set_total_output_tokens(totals.total_output_tokens() +
-                                   instance.usage().cumulative_output_tokens());
+    const v1::UsageView& usage = instance.usage();
+    totals.set_total_input_tokens(totals.total_input_tokens() + usage.cumulative_input_tokens());
+    totals.set_total_output_tokens(totals.total_output_tokens() + usage.cumulative_output_tokens());
+    if (usage.has_cumulative_dollars()) {
+      any_priced = true;
+      dollars = dollars > INT64_MAX - usage.cumulative_dollars()
+                    ? INT64_MAX
+                    : dollars + usage.cumulative_dollars();
+    } else if (usage.cumulative_input_tokens() + usage.cumulative_output_tokens() > 0) {
+      ++unpriced;  // used tokens, but no Rate: its spend is unknown, never $0.00
+    }
   }
+  if (any_priced) {
+    totals.set_total_dollars(dollars);
+    totals.set_estimate_label("estimated");
+  }
+  totals.set_dollars_partial(any_priced && unpriced > 0);
+  totals.set_unpriced_count(unpriced);
   return totals;
 }
 

@@ -71,6 +71,22 @@ CREATE TABLE usage_events (
 ) STRICT;
 ALTER TABLE runs ADD COLUMN usage_offset INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 4: cost at the Rate in force when recorded, and the breaches log.
+    R"sql(
+ALTER TABLE usage_events ADD COLUMN cost_micros INTEGER;
+CREATE TABLE breaches (
+  id INTEGER PRIMARY KEY,
+  instance_id INTEGER NOT NULL REFERENCES instances(id) ON DELETE CASCADE,
+  run INTEGER NOT NULL,
+  scope TEXT NOT NULL,
+  dimension TEXT NOT NULL,
+  limit_value INTEGER NOT NULL,
+  observed INTEGER NOT NULL,
+  action TEXT NOT NULL,
+  at_ms INTEGER NOT NULL,
+  UNIQUE (instance_id, run, scope, dimension)
+) STRICT;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == kSchemaVersion);
@@ -287,7 +303,10 @@ absl::StatusOr<Store::UsageTotals> Store::Usage(int64_t instance_id, int64_t run
   absl::StatusOr<Statement> stmt = db_.Prepare(
       "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
       "COALESCE(SUM(CASE WHEN run = ?2 THEN input_tokens END), 0), "
-      "COALESCE(SUM(CASE WHEN run = ?2 THEN output_tokens END), 0) "
+      "COALESCE(SUM(CASE WHEN run = ?2 THEN output_tokens END), 0), "
+      "COALESCE(SUM(cost_micros), 0), "
+      "COALESCE(SUM(CASE WHEN run = ?2 THEN cost_micros END), 0), "
+      "COUNT(cost_micros), COUNT(*) - COUNT(cost_micros) "
       "FROM usage_events WHERE instance_id = ?1");
   if (!stmt.ok()) {
     return stmt.status();
@@ -302,6 +321,10 @@ absl::StatusOr<Store::UsageTotals> Store::Usage(int64_t instance_id, int64_t run
   totals.cumulative_output = static_cast<uint64_t>(stmt->ColumnInt(1));
   totals.run_input = static_cast<uint64_t>(stmt->ColumnInt(2));
   totals.run_output = static_cast<uint64_t>(stmt->ColumnInt(3));
+  totals.cumulative_micros = stmt->ColumnInt(4);
+  totals.run_micros = stmt->ColumnInt(5);
+  totals.priced_events = static_cast<uint64_t>(stmt->ColumnInt(6));
+  totals.unpriced_events = static_cast<uint64_t>(stmt->ColumnInt(7));
   return totals;
 }
 

@@ -18,7 +18,7 @@
 namespace ktesio::daemon::store {
 
 // The schema version this binary writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 struct InstanceRow {
   int64_t id = 0;
@@ -85,6 +85,10 @@ class Store {
     uint64_t cumulative_output = 0;
     uint64_t run_input = 0;
     uint64_t run_output = 0;
+    int64_t cumulative_micros = 0;  // over priced events only
+    int64_t run_micros = 0;
+    uint64_t priced_events = 0;
+    uint64_t unpriced_events = 0;
   };
   absl::StatusOr<UsageTotals> Usage(int64_t instance_id, int64_t run);
   // The durable ingestion cursor of a run's usage file (0 when the run is unknown).

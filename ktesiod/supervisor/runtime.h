@@ -33,6 +33,8 @@ struct Supervisor::Runtime {
   bool restart_pending = false;
   int64_t restart_delay_ms = 0;
   bool automatic_start = false;  // the current launch came from the restart policy
+  // A budget breach seen while still starting: acted on as soon as the instance is running.
+  std::optional<std::pair<bool, std::string>> pending_budget;  // (stop, cause)
 };
 
 }  // namespace ktesio::daemon::supervisor

@@ -221,6 +221,7 @@ void Supervisor::Launch(store::InstanceRow row, bool automatic) {
   }
   store_.BeginRun(row.id, row.current_run, clock_()).IgnoreError();
   rt.automatic_start = automatic;
+  rt.pending_budget.reset();
   rt.start_notices = delivery.notices;
 
   process::LaunchSpec spec;
@@ -312,6 +313,11 @@ void Supervisor::OnReady(const std::string& name, uint64_t generation) {
   }
   absl::Status status = Commit(*row, State::kRunning, "adapter-ready");
   Finish(rt.start_waiters, status, rt.start_notices);
+  if (rt.pending_budget.has_value()) {
+    auto [stop, cause] = *rt.pending_budget;
+    rt.pending_budget.reset();
+    BudgetAction(name, stop, cause);
+  }
 }
 
 void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_seconds, Done done) {
@@ -530,6 +536,52 @@ void Supervisor::Resume(const std::string& name, Done done) {
   // SIGCONT is harmless for a group that is not stopped.
   backend_.SignalGroup(leader, SIGCONT).IgnoreError();
   done(status, notices);
+}
+
+void Supervisor::BudgetAction(const std::string& name, bool stop, const std::string& cause) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    return;
+  }
+  const State state = ParseState(row->state).value_or(State::kRegistered);
+  if (state == State::kStarting) {
+    RuntimeFor(*row).pending_budget = std::make_pair(stop, cause);
+    return;
+  }
+  v1::AdapterSnapshot snapshot;
+  snapshot.ParseFromString(row->snapshot);
+  const v1::SupportLevel level = LevelHere(snapshot.capabilities().pause());
+  const pid_t leader = static_cast<pid_t>(row->pid.value_or(0));
+  if (!stop && state == State::kRunning && Supported(level)) {
+    if (!Commit(*row, State::kPaused,
+                level == v1::SUPPORT_LEVEL_GUARANTEED ? cause : cause + " pause-best-effort")
+             .ok()) {
+      return;
+    }
+    if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
+      backend_.SignalGroup(leader, SIGSTOP).IgnoreError();
+    } else if (!snapshot.pause().exec().empty()) {
+      std::vector<std::string> args(snapshot.pause().args().begin(), snapshot.pause().args().end());
+      backend_.RunDetached(snapshot.pause().exec(), args, BaseEnvironment(), row->home)
+          .IgnoreError();
+    }
+    return;
+  }
+  if (state != State::kRunning && state != State::kPaused) {
+    return;
+  }
+  if (!stop) {
+    EngineLine(*row, "budget breach: pause is unsupported here, stopping instead");
+  }
+  if (!Commit(*row, State::kStopping, cause).ok()) {
+    return;
+  }
+  Runtime& rt = RuntimeFor(*row);
+  rt.stop_notices.clear();
+  if (state == State::kPaused) {
+    backend_.SignalGroup(leader, SIGCONT).IgnoreError();
+  }
+  BeginStop(*row, 30);
 }
 
 void Supervisor::Forget(const std::string& name) { runtimes_.erase(name); }

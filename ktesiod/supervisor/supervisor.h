@@ -79,6 +79,11 @@ class Supervisor {
   void SendInput(const std::string& name, const std::string& text,
                  std::function<void(absl::StatusOr<uint64_t>)> done);
 
+  // A budget breach: `pause` freezes per the declared level (an adapter that cannot pause on
+  // this OS is stopped instead: spend must end), `stop` stops with the default window. Only a
+  // running (or, for stop, paused) instance is acted on. `cause` is the transition cause.
+  void BudgetAction(const std::string& name, bool stop, const std::string& cause);
+
   // At daemon start: makes memory agree with the store and the OS (re-adopt live agents, apply
   // exits that happened while the daemon was down, fail what vanished), then autostarts.
   void Reconcile();

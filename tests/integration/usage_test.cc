@@ -13,7 +13,7 @@
 namespace ktesio::testing {
 namespace {
 
-class UsageTest : public ::testing::Test {
+class UsageTestBase : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog(); }
 
@@ -28,10 +28,15 @@ class UsageTest : public ::testing::Test {
     std::filesystem::create_directories(dir);
     WriteFileOrDie(dir + "/adapter.toml",
                    absl::StrCat("contract_version = \"1.0.0\"\n[adapter]\nkind = \"usage\"\n",
-                                "[lifecycle.start]\nexec = \"", ProbePath(), "\"\nargs = [",
-                                quoted, "]\n[capabilities.pause]\nlinux = \"guaranteed\"\n",
+                                "[lifecycle.start]\nexec = \"", ProbePath(), "\"\nargs = [", quoted,
+                                "]\n[capabilities.pause]\nlinux = \"guaranteed\"\n",
                                 "[metering]\nsource = \"self-reported\"\n"));
     ASSERT_EQ(daemon_.Ctl({"agent", "register", name, "--manifest", dir}).exit_code, 0);
+  }
+
+  std::string State(const std::string& name) {
+    std::optional<Json> doc = ParseJson(daemon_.Ctl({"agent", "show", name, "--json"}).out);
+    return doc.has_value() ? (*doc)["instance"]["state"].string : "";
   }
 
   Json Usage(const std::string& name) {
@@ -42,9 +47,12 @@ class UsageTest : public ::testing::Test {
   DaemonHarness daemon_;
 };
 
+class UsageTest : public UsageTestBase {};
+
 TEST_F(UsageTest, LedgerEqualsTheBatchesReplaysAndMalformedIgnored) {
-  Register("u", "--usage-lines 50 --usage-input 10 --usage-output 20 --usage-replay "
-                "--usage-malformed --heartbeat-ms 60000");
+  Register("u",
+           "--usage-lines 50 --usage-input 10 --usage-output 20 --usage-replay "
+           "--usage-malformed --heartbeat-ms 60000");
   ASSERT_EQ(daemon_.Ctl({"agent", "start", "u"}).exit_code, 0);
   ASSERT_TRUE(WaitFor([&] { return Usage("u")["cumulative_input_tokens"].Int() == 500; }))
       << daemon_.Ctl({"agent", "usage", "u", "--json"}).out;
@@ -103,6 +111,98 @@ TEST_F(UsageTest, ExactlyOnceAcrossADaemonKilledMidBurst) {
 
 TEST_F(UsageTest, UsageOfUnknownInstanceIsNotFound) {
   EXPECT_EQ(daemon_.Ctl({"agent", "usage", "ghost"}).exit_code, 3);
+}
+
+}  // namespace
+}  // namespace ktesio::testing
+
+namespace ktesio::testing {
+namespace {
+
+class BudgetTest : public UsageTestBase {};
+
+TEST_F(BudgetTest, TokenBudgetPausesAGuaranteedAgent) {
+  Register("b",
+           "--usage-lines 40 --usage-input 10 --usage-output 10 --usage-interval-ms 40 "
+           "--heartbeat-ms 20 --heartbeat-file " +
+               daemon_.dir() + "/beat");
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "b", "budget.tokens.per_run", "100"}).exit_code,
+            0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "b"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return State("b") == "paused"; }));
+  std::optional<Json> show = ParseJson(daemon_.Ctl({"agent", "show", "b", "--json"}).out);
+  ASSERT_TRUE(show.has_value());
+  const Json& budget = (*show)["instance"]["budget"];
+  EXPECT_EQ(budget["per_run_limit"].Int(), 100);
+  EXPECT_EQ(budget["per_run_remaining"].Int(), 0);
+  EXPECT_EQ(budget["breach_action"].string, "pause");
+  const long long frozen_at = Usage("b")["current_run_input_tokens"].Int();
+  EXPECT_GE(frozen_at, 50);
+  // Frozen for real: neither heartbeats nor usage advance.
+  const std::string beat = ReadFileOrEmpty(daemon_.dir() + "/beat");
+  usleep(300 * 1000);
+  EXPECT_EQ(ReadFileOrEmpty(daemon_.dir() + "/beat"), beat);
+  EXPECT_EQ(Usage("b")["current_run_input_tokens"].Int(), frozen_at);
+  RunOptions briefly;
+  briefly.timeout = std::chrono::milliseconds(1500);
+  RunResult events = daemon_.Ctl({"events", "--since", "0", "--json"}, briefly);
+  EXPECT_NE(events.out.find("\"type\":\"budget_breach\""), std::string::npos);
+  EXPECT_NE(events.out.find("\"dimension\":\"tokens\""), std::string::npos);
+  EXPECT_NE(events.out.find("\"cause\":\"budget-exceeded{scope=run,dimension=tokens,limit=100"),
+            std::string::npos)
+      << events.out;
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "b", "--timeout", "0"}).exit_code, 0);
+}
+
+TEST_F(BudgetTest, StopActionAndDollarCapWithARate) {
+  Register("d",
+           "--usage-lines 40 --usage-input 10 --usage-output 10 --usage-interval-ms 40 "
+           "--heartbeat-ms 1000");
+  // $1 per token each way: every event costs $20.
+  for (auto [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"cost.rate.input", "1000000"},
+                                                        {"cost.rate.output", "1000000"},
+                                                        {"budget.dollars.per_run", "50"},
+                                                        {"budget.breach_action", "stop"}}) {
+    ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "d", key, value}).exit_code, 0) << key;
+  }
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "d"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return State("d") == "stopped"; }, std::chrono::milliseconds(40000)));
+  Json usage = Usage("d");
+  EXPECT_EQ(usage["estimate_label"].string, "estimated");
+  EXPECT_GE(usage["cumulative_dollars"].Int(), 60000000);
+  EXPECT_EQ(
+      usage["cumulative_dollars"].Int(),
+      (usage["cumulative_input_tokens"].Int() + usage["cumulative_output_tokens"].Int()) * 1000000);
+  std::optional<Json> show = ParseJson(daemon_.Ctl({"agent", "show", "d", "--json"}).out);
+  EXPECT_EQ((*show)["instance"]["budget"]["per_run_cost_cap"].Int(), 50000000);
+  EXPECT_NE(daemon_.Ctl({"agent", "show", "d"}).out.find("(estimated)"), std::string::npos);
+}
+
+TEST_F(BudgetTest, WarnOnlyRecordsAndNoRateMeansNoDollars) {
+  Register("w", "--usage-lines 10 --usage-input 10 --usage-output 10 --heartbeat-ms 1000");
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "w", "budget.tokens.per_run", "50"}).exit_code,
+            0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "w", "budget.breach_action", "warn"}).exit_code,
+            0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "w", "budget.dollars.per_run", "1"}).exit_code,
+            0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "w"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return Usage("w")["cumulative_input_tokens"].Int() == 100; }));
+  EXPECT_EQ(State("w"), "running");
+  EXPECT_EQ(Usage("w").Find("cumulative_dollars"), nullptr);  // never a fabricated $0.00
+  std::optional<Json> list = ParseJson(daemon_.Ctl({"agent", "list", "--json"}).out);
+  EXPECT_EQ((*list)["totals"].Find("total_dollars"), nullptr);
+  EXPECT_EQ((*list)["totals"]["unpriced_count"].Int(), 1);
+  RunOptions briefly;
+  briefly.timeout = std::chrono::milliseconds(1500);
+  RunResult events = daemon_.Ctl({"events", "--since", "0", "--json"}, briefly);
+  size_t breaches = 0;
+  for (size_t at = 0; (at = events.out.find("budget_breach", at)) != std::string::npos; ++at) {
+    ++breaches;
+  }
+  EXPECT_EQ(breaches, 1u);  // once per Run; the dollar cap is inert without a Rate
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "w", "--timeout", "0"}).exit_code, 0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "gtest/gtest.h"
 
@@ -34,10 +35,36 @@ bool SocketAnswers(const std::string& path) {
 DaemonHarness::DaemonHarness()
     : state_dir_(dir_ / "state"), socket_(dir_ / "d.sock"), log_path_(dir_ / "ktesiod.log") {}
 
+namespace {
+
+// Agents outlive the daemon by design; a test must not leave them behind. Kills every agent
+// group and shim whose files live under `state_dir` (checked through /proc, so a reused pid is
+// never hit).
+void KillLeftoverAgents(const std::string& state_dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(state_dir + "/agents", ec)) {
+    const std::string run = entry.path().string() + "/run";
+    for (const char* file : {"/agent.pid", "/shim.pid"}) {
+      pid_t pid = std::atoi(ReadFileOrEmpty(run + file).c_str());
+      if (pid <= 1) {
+        continue;
+      }
+      std::string cwd = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/cwd", ec);
+      std::string cmdline = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/cmdline");
+      if (cwd.rfind(state_dir, 0) == 0 || cmdline.find(state_dir) != std::string::npos) {
+        kill(std::string(file) == "/agent.pid" ? -pid : pid, SIGKILL);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 DaemonHarness::~DaemonHarness() {
   if (pid_ > 0) {
     Stop();
   }
+  KillLeftoverAgents(state_dir_);
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
   if (info != nullptr && info->result() != nullptr && info->result()->Failed()) {
     std::fprintf(stderr, "---- ktesiod stderr (%s) ----\n%s---- end ----\n", log_path_.c_str(),
