@@ -60,17 +60,19 @@ absl::Status Engine::SetConfig(const v1::SetConfigRequest& request,
         absl::StrCat("warning: '", request.key(), "' holds a secret and is delivered as the flag ",
                      target->second.flag(), ": argv is visible to other users of this machine"));
   }
-  if (request.key().rfind("budget.", 0) == 0 || request.key().rfind("cost.", 0) == 0 ||
-      request.key() == "metering.upstream_base_url") {
+  if (request.key() == "metering.upstream_base_url") {
     response->add_notices(
-        "warning: stored, but this ktesiod build does not enforce budgets, "
-        "price usage or run the metering proxy yet");
+        "warning: stored, but the engine-observed metering proxy is not built yet");
+  }
+  if (request.key().rfind("budget.dollars.", 0) == 0 && !config_.Limits(*row).rate.has_value()) {
+    response->add_notices("dollar caps are inert until both cost.rate.input and "
+                          "cost.rate.output are set");
   }
   if (const std::optional<supervisor::State> state = supervisor::ParseState(row->state);
       state.has_value() && supervisor::IsLive(*state)) {
     response->add_notices(
-        "the instance is live: the new value is delivered at its next start "
-        "(budgets apply from the next usage event)");
+        "the instance is live: delivered values take effect at its next start; budgets and "
+        "rates apply from the next usage event");
   }
   return absl::OkStatus();
 }
