@@ -33,9 +33,9 @@ enum class Scope { kRun, kCumulative };
 enum class Dimension { kTokens, kDollars };
 enum class Action { kPause, kStop, kWarn };
 
-std::string ScopeName(Scope scope);          // "run" | "cumulative"
-std::string DimensionName(Dimension dim);    // "tokens" | "dollars"
-std::string ActionName(Action action);       // "pause" | "stop" | "warn"
+std::string ScopeName(Scope scope);        // "run" | "cumulative"
+std::string DimensionName(Dimension dim);  // "tokens" | "dollars"
+std::string ActionName(Action action);     // "pause" | "stop" | "warn"
 
 struct Limits {
   std::optional<uint64_t> tokens_per_run;

@@ -65,8 +65,9 @@ absl::Status Engine::SetConfig(const v1::SetConfigRequest& request,
         "warning: stored, but the engine-observed metering proxy is not built yet");
   }
   if (request.key().rfind("budget.dollars.", 0) == 0 && !config_.Limits(*row).rate.has_value()) {
-    response->add_notices("dollar caps are inert until both cost.rate.input and "
-                          "cost.rate.output are set");
+    response->add_notices(
+        "dollar caps are inert until both cost.rate.input and "
+        "cost.rate.output are set");
   }
   if (const std::optional<supervisor::State> state = supervisor::ParseState(row->state);
       state.has_value() && supervisor::IsLive(*state)) {

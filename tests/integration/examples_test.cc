@@ -37,9 +37,9 @@ TEST(Examples, EveryManifestLintsAndRegisters) {
 TEST(Examples, SelfReportedExampleRunsWithIsolatedRoots) {
   DaemonHarness daemon;
   ASSERT_TRUE(daemon.Start());
-  ASSERT_EQ(daemon.Ctl({"agent", "register", "sr", "--manifest", kExamples + "/self-reported"})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      daemon.Ctl({"agent", "register", "sr", "--manifest", kExamples + "/self-reported"}).exit_code,
+      0);
   const std::string home = daemon.state_dir() + "/agents/sr";
   ASSERT_EQ(daemon.Ctl({"agent", "config", "set", "sr", "agent.XDG_DATA_HOME", home + "/xdg/data"})
                 .exit_code,
@@ -63,9 +63,8 @@ TEST(Autostart, InstancesStartWhenTheDaemonStarts) {
   ASSERT_TRUE(daemon.Start());
   ASSERT_EQ(daemon.Ctl({"agent", "register", "auto", "--manifest", kExamples + "/echo"}).exit_code,
             0);
-  ASSERT_EQ(daemon.Ctl({"agent", "register", "manual", "--manifest", kExamples + "/echo"})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      daemon.Ctl({"agent", "register", "manual", "--manifest", kExamples + "/echo"}).exit_code, 0);
   ASSERT_EQ(daemon.Ctl({"agent", "config", "set", "auto", "autostart", "true"}).exit_code, 0);
   ASSERT_EQ(daemon.Stop(), 0);
   ASSERT_TRUE(daemon.Start());

@@ -9,10 +9,10 @@ namespace {
 
 TEST(Money, PricingRoundsHalfUpPerDirection) {
   // $2.50 per 1M tokens = 2,500,000 micros per 1M = 2.5 micros per token.
-  EXPECT_EQ(PriceTokens(1, 2500000), 3);   // 2.5 -> 3 (half-up)
+  EXPECT_EQ(PriceTokens(1, 2500000), 3);  // 2.5 -> 3 (half-up)
   EXPECT_EQ(PriceTokens(2, 2500000), 5);
-  EXPECT_EQ(PriceTokens(3, 1), 0);          // 0.000003 -> 0
-  EXPECT_EQ(PriceTokens(500000, 1), 1);     // 0.5 -> 1
+  EXPECT_EQ(PriceTokens(3, 1), 0);       // 0.000003 -> 0
+  EXPECT_EQ(PriceTokens(500000, 1), 1);  // 0.5 -> 1
   EXPECT_EQ(PriceTokens(499999, 1), 0);
   EXPECT_EQ(PriceTokens(1000000, 15000000), 15000000);
   // Each direction rounds on its own: 0.5 + 0.5 = 2, not round(1.0) = 1.
