@@ -36,7 +36,9 @@ absl::Status WriteDeliveredFiles(const std::string& home, const DeliveryPlan& pl
     if (absl::Status status = fs::MakeDirs(path.substr(0, slash), 0700); !status.ok()) {
       return status;
     }
-    if (absl::Status status = fs::WriteFileAtomic(path, document, 0600); !status.ok()) {
+    if (absl::Status status =
+            fs::WriteFileAtomic(path, document, 0600, fs::Durability::kAtomicOnly);
+        !status.ok()) {
       return status;
     }
   }
@@ -44,7 +46,9 @@ absl::Status WriteDeliveredFiles(const std::string& home, const DeliveryPlan& pl
   if (absl::Status status = fs::CheckConfined(home, snapshot); !status.ok()) {
     return status;
   }
-  return fs::WriteFileAtomic(Cat(home, "/", snapshot), plan.effective_config_json, 0600);
+  // Both are rendered again at every start: atomic is enough, an fsync per start is not needed.
+  return fs::WriteFileAtomic(Cat(home, "/", snapshot), plan.effective_config_json, 0600,
+                             fs::Durability::kAtomicOnly);
 }
 
 }  // namespace ktesio::daemon::config

@@ -219,84 +219,55 @@ void Engine::RemoveAgent(const v1::RemoveAgentRequest& request, v1::RemoveAgentR
   remove();
 }
 
-void Engine::StartAgent(const v1::StartAgentRequest& request, v1::StartAgentResponse* response,
-                        Finish finish) {
-  supervisor_.Start(request.name(), [this, request, response, finish](
-                                        absl::Status status, std::vector<std::string> notices) {
+namespace {
+
+std::optional<uint32_t> StopWindow(const auto& request) {
+  return request.has_timeout_seconds() ? std::optional<uint32_t>(request.timeout_seconds())
+                                       : std::nullopt;
+}
+
+}  // namespace
+
+template <typename Response>
+supervisor::Done Engine::Complete(const std::string& name, Response* response, Finish finish) {
+  // Every lifecycle command answers the same way: its notices, then the instance as it is now.
+  return [this, name, response, finish = std::move(finish)](absl::Status status,
+                                                            std::vector<std::string> notices) {
     for (std::string& notice : notices) {
       response->add_notices(std::move(notice));
     }
     if (status.ok()) {
-      status = Reload(request.name(), response->mutable_instance());
+      status = Reload(name, response->mutable_instance());
     }
     finish(status);
-  });
+  };
+}
+
+void Engine::StartAgent(const v1::StartAgentRequest& request, v1::StartAgentResponse* response,
+                        Finish finish) {
+  supervisor_.Start(request.name(), Complete(request.name(), response, std::move(finish)));
 }
 
 void Engine::StopAgent(const v1::StopAgentRequest& request, v1::StopAgentResponse* response,
                        Finish finish) {
-  std::optional<uint32_t> timeout;
-  if (request.has_timeout_seconds()) {
-    timeout = request.timeout_seconds();
-  }
-  supervisor_.Stop(
-      request.name(), timeout,
-      [this, request, response, finish](absl::Status status, std::vector<std::string> notices) {
-        for (std::string& notice : notices) {
-          response->add_notices(std::move(notice));
-        }
-        if (status.ok()) {
-          status = Reload(request.name(), response->mutable_instance());
-        }
-        finish(status);
-      });
+  supervisor_.Stop(request.name(), StopWindow(request),
+                   Complete(request.name(), response, std::move(finish)));
 }
 
 void Engine::RestartAgent(const v1::RestartAgentRequest& request,
                           v1::RestartAgentResponse* response, Finish finish) {
-  std::optional<uint32_t> timeout;
-  if (request.has_timeout_seconds()) {
-    timeout = request.timeout_seconds();
-  }
-  supervisor_.Restart(
-      request.name(), timeout,
-      [this, request, response, finish](absl::Status status, std::vector<std::string> notices) {
-        for (std::string& notice : notices) {
-          response->add_notices(std::move(notice));
-        }
-        if (status.ok()) {
-          status = Reload(request.name(), response->mutable_instance());
-        }
-        finish(status);
-      });
+  supervisor_.Restart(request.name(), StopWindow(request),
+                      Complete(request.name(), response, std::move(finish)));
 }
 
 void Engine::PauseAgent(const v1::PauseAgentRequest& request, v1::PauseAgentResponse* response,
                         Finish finish) {
-  supervisor_.Pause(request.name(), [this, request, response, finish](
-                                        absl::Status status, std::vector<std::string> notices) {
-    for (std::string& notice : notices) {
-      response->add_notices(std::move(notice));
-    }
-    if (status.ok()) {
-      status = Reload(request.name(), response->mutable_instance());
-    }
-    finish(status);
-  });
+  supervisor_.Pause(request.name(), Complete(request.name(), response, std::move(finish)));
 }
 
 void Engine::ResumeAgent(const v1::ResumeAgentRequest& request, v1::ResumeAgentResponse* response,
                          Finish finish) {
-  supervisor_.Resume(request.name(), [this, request, response, finish](
-                                         absl::Status status, std::vector<std::string> notices) {
-    for (std::string& notice : notices) {
-      response->add_notices(std::move(notice));
-    }
-    if (status.ok()) {
-      status = Reload(request.name(), response->mutable_instance());
-    }
-    finish(status);
-  });
+  supervisor_.Resume(request.name(), Complete(request.name(), response, std::move(finish)));
 }
 
 void Engine::SendInput(const v1::SendInputRequest& request, v1::SendInputResponse* response,

@@ -112,6 +112,9 @@ class Engine {
          std::shared_ptr<spdlog::logger> logger);
   // Fills `instance` from the store after a command; errors only when the row is unreadable.
   absl::Status Reload(const std::string& name, v1::AgentInstance* instance);
+  // The completion of a lifecycle command: copies notices and the fresh instance view.
+  template <typename Response>
+  supervisor::Done Complete(const std::string& name, Response* response, Finish finish);
   // The read view of a row, with the config-derived fields (restart policy, memory) filled.
   v1::AgentInstance View(const store::InstanceRow& row) const;
   void OnTransition(const store::InstanceRow& row, supervisor::State from, supervisor::State to);

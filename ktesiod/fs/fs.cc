@@ -33,7 +33,9 @@ std::string DirName(const std::string& path) {
 
 }  // namespace
 
-absl::Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode) {
+absl::Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode,
+                             Durability durability) {
+  const bool durable = durability == Durability::kDurable;
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) {
@@ -54,7 +56,7 @@ absl::Status WriteFileAtomic(const std::string& path, std::string_view content, 
     }
     written += static_cast<size_t>(n);
   }
-  if (fsync(fd) != 0) {
+  if (durable && fsync(fd) != 0) {
     int err = errno;
     close(fd);
     unlink(tmp.c_str());
@@ -66,7 +68,7 @@ absl::Status WriteFileAtomic(const std::string& path, std::string_view content, 
     unlink(tmp.c_str());
     return IoError("cannot rename onto", path, err);
   }
-  int dir = open(DirName(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dir = durable ? open(DirName(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   if (dir >= 0) {
     fsync(dir);
     close(dir);

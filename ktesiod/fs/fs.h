@@ -11,10 +11,15 @@
 
 namespace ktesio::daemon::fs {
 
-// Writes `content` to a temp file beside `path`, fsyncs it, renames it over `path` and fsyncs
-// the directory, so readers see the old or the new file, never a torn one.
-// Errors: INTERNAL/IO_ERROR naming the path and errno text.
-absl::Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode);
+// How hard WriteFileAtomic works: kDurable fsyncs the file and its directory (the data survives
+// a power cut); kAtomicOnly still renames a complete temp file into place (readers never see a
+// torn file) but skips the fsyncs — for files the engine rewrites at every start anyway.
+enum class Durability { kDurable, kAtomicOnly };
+
+// Writes `content` to a temp file beside `path` and renames it over `path`, so readers see the
+// old or the new file, never a torn one. Errors: INTERNAL/IO_ERROR naming the path and errno.
+absl::Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode,
+                             Durability durability = Durability::kDurable);
 
 // Reads a whole file. Errors: NOT_FOUND/IO_ERROR when missing, INTERNAL/IO_ERROR otherwise.
 absl::StatusOr<std::string> ReadFile(const std::string& path);

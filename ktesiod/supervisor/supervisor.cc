@@ -548,6 +548,9 @@ void Supervisor::BudgetAction(const std::string& name, bool stop, const std::str
     RuntimeFor(*row).pending_budget = std::make_pair(stop, cause);
     return;
   }
+  if (!stop && state == State::kPaused) {
+    return;  // already paused (e.g. a best-effort pause whose agent still reports usage)
+  }
   v1::AdapterSnapshot snapshot;
   snapshot.ParseFromString(row->snapshot);
   const v1::SupportLevel level = LevelHere(snapshot.capabilities().pause());
