@@ -3,7 +3,8 @@
 //
 //   ktesio_bench echo-server SOCKET            serve a constant GetVersion (the bare baseline)
 //   ktesio_bench rpc SOCKET N METHOD           N sequential calls; METHOD = version|status|list
-//   ktesio_bench start SOCKET PREFIX N         start PREFIX0..PREFIX{N-1} concurrently
+//   ktesio_bench start SOCKET PREFIX N MARKER  start PREFIX0..PREFIX{N-1} concurrently; agents
+//                                              are counted as spawned by MARKER in their argv
 //
 // Prints `key value` lines; bench/run.sh collects them. Times are wall-clock on a shared,
 // noisy machine: compare figures measured in the same run only.
@@ -12,6 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,7 +93,7 @@ int Rpc(const std::string& socket, int n, const std::string& method) {
   return 0;
 }
 
-int Start(const std::string& socket, const std::string& prefix, int n) {
+int Start(const std::string& socket, const std::string& prefix, int n, const std::string& marker) {
   auto channel = grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials());
   auto agents = ktesio::v1::AgentService::NewStub(channel);
   grpc::CompletionQueue cq;
@@ -110,16 +113,19 @@ int Start(const std::string& socket, const std::string& prefix, int n) {
     call->reader->Finish(&call->response, &call->status, call.get());
     calls.push_back(std::move(call));
   }
-  // Spawned = every instance has a pid (its spawn record is committed).
+  // Spawned = that many agent processes exist. Counted from /proc (agents run with `marker` in
+  // their argv) so that measuring does not load the daemon being measured.
   std::thread spawned_probe([&] {
-    auto probe = ktesio::v1::AgentService::NewStub(channel);
     while (true) {
-      grpc::ClientContext ctx;
-      ktesio::v1::ListAgentsResponse list;
-      probe->ListAgents(&ctx, ktesio::v1::ListAgentsRequest(), &list);
       int with_pid = 0;
-      for (const auto& instance : list.instances()) {
-        with_pid += instance.name().rfind(prefix, 0) == 0 && instance.has_pid() ? 1 : 0;
+      for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+        std::ifstream cmdline(entry.path() / "cmdline");
+        std::string text((std::istreambuf_iterator<char>(cmdline)),
+                         std::istreambuf_iterator<char>());
+        with_pid +=
+            text.find(marker) != std::string::npos && text.find("ktesio-shim") == std::string::npos
+                ? 1
+                : 0;
       }
       if (with_pid >= n) {
         std::printf("start_%d_all_spawned_ms %.1f\n", n,
@@ -155,8 +161,8 @@ int main(int argc, char** argv) {
   if (args.size() == 4 && args[0] == "rpc") {
     return Rpc(args[1], std::atoi(args[2].c_str()), args[3]);
   }
-  if (args.size() == 4 && args[0] == "start") {
-    return Start(args[1], args[2], std::atoi(args[3].c_str()));
+  if (args.size() == 5 && args[0] == "start") {
+    return Start(args[1], args[2], std::atoi(args[3].c_str()), args[4]);
   }
   std::fprintf(stderr, "usage: see the comment at the top of bench/ktesio_bench.cc\n");
   return 2;

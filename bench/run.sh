@@ -83,14 +83,14 @@ contract_version = "1.0.0"
 kind = "idle"
 [lifecycle.start]
 exec = "$PROBE"
-args = ["--quiet"]
+args = ["--quiet", "--print-env", "--bench-idle-marker"]
 [capabilities.pause]
 linux = "guaranteed"
 [metering]
 source = "self-reported"
 TOML
 for i in $(seq 0 $((N_AGENTS - 1))); do ctl agent register "a$i" --manifest "$work/idle" >/dev/null; done
-"$BENCH" start "$sock" a "$N_AGENTS"
+"$BENCH" start "$sock" a "$N_AGENTS" "--bench-idle-marker"
 sleep 1
 shims=$(pgrep -f "ktesio-shim --run-dir $work" || true)
 daemon_pss=$(pss_kb "$daemon")
@@ -107,15 +107,20 @@ after=$(cpu_ticks "$daemon"); sa=0; for p in $shims; do sa=$((sa + $(cpu_ticks "
 echo "idle_10s_cpu_ticks_daemon $((after - before)) shims $((sa - sb))"
 
 echo "== daemon SIGKILLed with $N_AGENTS agents running: restart until all re-adopted =="
-before_pids=$(ctl agent list --json | grep -o '"name":"a[0-9]*"[^}]*"pid":[0-9]*' | grep -o '"pid":[0-9]*' | sort)
+pids_of_idle() {  # "name pid" of the idle agents, sorted, from a list document on stdin
+  /usr/bin/python3 -c 'import json,sys
+d=json.load(sys.stdin)
+print("\n".join(sorted("%s %s %s" % (i["name"], i.get("pid"), i["state"]) for i in d["instances"] if i["kind"] == "idle")))'
+}
+before_pids=$(ctl agent list --json | pids_of_idle)
 kill -9 "$daemon"; wait "$daemon" 2>/dev/null || true
 t0=$(now_ns)
 "$KTESIOD" --state-dir "$work/state" --socket "$sock" --log-level warn 2>>"$work/ktesiod.log" &
 daemon=$!
 until ctl agent list --json >"$work/list.json" 2>/dev/null; do :; done
 t1=$(now_ns)
-after_pids=$(grep -o '"name":"a[0-9]*"[^}]*"pid":[0-9]*' "$work/list.json" | grep -o '"pid":[0-9]*' | sort)
-running=$(grep -o '"name":"a[0-9]*","kind":"idle","state":"running"' "$work/list.json" | wc -l)
+after_pids=$(pids_of_idle <"$work/list.json")
+running=$(echo "$after_pids" | grep -c " running$" || true)
 echo "readopt_${N_AGENTS}_until_answered_ms $(( (t1 - t0) / 1000000 )) running $running same_pids $([[ "$before_pids" == "$after_pids" ]] && echo yes || echo no)"
 
 echo "== first crash -> new agent running =="
