@@ -176,12 +176,12 @@ TOML
   ctl agent config set "lines-$mode" logs.max_bytes 200000000 >/dev/null
   ctl agent start "lines-$mode" >/dev/null 2>&1 || true
   logs="$work/state/agents/lines-$mode/logs"
-  until cat "$logs"/*.log 2>/dev/null | grep -q "agent-out line 999999 "; do sleep 0.01; done
+  until grep -qh "agent-out line 999999 " "$logs"/*.log 2>/dev/null; do sleep 0.01; done
   # The shim stamps every record: first to last numbered line is the capture time.
-  first=$(cat "$logs"/*.log | grep -m1 " agent-out line 0 " | cut -c1-23)
-  last=$(cat "$logs"/*.log | grep " agent-out line 999999 " | cut -c1-23)
-  ms=$(( ($(date -d "$last" +%s%3N) - $(date -d "$first" +%s%3N)) ))
-  count=$(cat "$logs"/*.log | grep -c " agent-out line ")
+  first=$(grep -h -m1 " agent-out line 0 " "$logs"/*.log | cut -c1-23)
+  last=$(grep -h " agent-out line 999999 " "$logs"/*.log | cut -c1-23)
+  ms=$(( $(date -d "$last" +%s%3N) - $(date -d "$first" +%s%3N) ))
+  count=$(grep -h " agent-out line " "$logs"/*.log | wc -l)
   echo "capture_1M_${mode}_ms $ms lines_captured $count"
 done
 
