@@ -105,6 +105,7 @@ const std::vector<Command>& Commands() {
     AddAgentCommands(all);
     AddConfigCommands(all);
     AddObserveCommands(all);
+    AddCompletionCommands(all);
     AddManifestCommands(all);
     return all;
   }();

@@ -47,5 +47,6 @@ void AddAgentCommands(std::vector<Command>& commands);
 void AddManifestCommands(std::vector<Command>& commands);
 void AddConfigCommands(std::vector<Command>& commands);
 void AddObserveCommands(std::vector<Command>& commands);
+void AddCompletionCommands(std::vector<Command>& commands);
 
 }  // namespace ktesio::cli

@@ -235,6 +235,26 @@ TEST(Ktctl, VersionNamesReachableDaemon) {
   EXPECT_NE(version.out.find("contract 1.0.0"), std::string::npos) << version.out;
 }
 
+TEST(Ktctl, CompletionScriptsComeFromTheCommandTable) {
+  TempDir dir;
+  RunResult bash = RunProcess({KtctlPath(), "completion", "bash"});
+  ASSERT_EQ(bash.exit_code, 0);
+  WriteFileOrDie(dir / "ktctl.bash", bash.out);
+  RunResult syntax = RunProcess({"/bin/bash", "-n", dir / "ktctl.bash"});
+  EXPECT_EQ(syntax.exit_code, 0) << syntax.err;
+  RunResult complete = RunProcess(
+      {"/bin/bash", "-c",
+       "source " + (dir / "ktctl.bash") +
+           "; COMP_WORDS=(ktctl agent me); COMP_CWORD=2; _ktctl; echo \"${COMPREPLY[*]}\""});
+  EXPECT_EQ(complete.out, "memory\n") << complete.err;
+  for (const char* shell : {"zsh", "fish"}) {
+    RunResult r = RunProcess({KtctlPath(), "completion", shell});
+    EXPECT_EQ(r.exit_code, 0) << shell;
+    EXPECT_NE(r.out.find("register"), std::string::npos) << shell;
+  }
+  EXPECT_EQ(RunProcess({KtctlPath(), "completion", "tcsh"}).exit_code, 2);
+}
+
 TEST(Ktctl, BadGlobalTimeoutIsUsageError) {
   RunResult r = RunProcess({KtctlPath(), "--timeout", "soon", "daemon", "status"});
   EXPECT_EQ(r.exit_code, 2);
