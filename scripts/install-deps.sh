@@ -10,6 +10,7 @@ packages=(
   libboost-dev libboost-filesystem-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libssl-dev
   clang-format python3 python3-grpcio python3-protobuf socat procps
+  systemd libxml2-utils bc
 )
 if [[ "${KTESIO_INSTALL_FUZZ:-0}" == 1 ]]; then
   packages+=(clang libclang-rt-14-dev)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Checks the service files: the systemd unit with `systemd-analyze verify` (ExecStart pointed at
+# the built daemon) plus the settings agents depend on, and every launchd plist as well-formed
+# XML carrying the keys launchd needs. Usage: packaging/check.sh PATH_TO_KTESIOD
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+ktesiod=$1
+work=$(mktemp -d /tmp/kt-pkg-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "packaging: $*" >&2; exit 1; }
+
+unit=$here/systemd/ktesiod.service
+sed "s|^ExecStart=/usr/bin/ktesiod|ExecStart=$ktesiod|" "$unit" >"$work/ktesiod.service"
+SYSTEMD_LOG_LEVEL=warning systemd-analyze verify "$work/ktesiod.service" 2>"$work/verify.log" ||
+  { cat "$work/verify.log" >&2; fail "systemd-analyze verify rejected ktesiod.service"; }
+if grep -q . "$work/verify.log"; then
+  cat "$work/verify.log" >&2
+  fail "systemd-analyze verify warned about ktesiod.service"
+fi
+for line in "Type=notify" "KillMode=process" "ExecStart=/usr/bin/ktesiod --system" \
+            "StateDirectory=ktesio" "RuntimeDirectory=ktesio" "User=ktesio"; do
+  grep -qx "$line" "$unit" || fail "ktesiod.service lacks '$line'"
+done
+grep -q '^u ktesio ' "$here/systemd/ktesio.sysusers" || fail "sysusers snippet lacks the user"
+grep -q '^g ktesio ' "$here/systemd/ktesio.sysusers" || fail "sysusers snippet lacks the group"
+
+for plist in "$here"/launchd/*.plist; do
+  xmllint --noout "$plist" || fail "$plist is not well-formed XML"
+  for key in Label ProgramArguments RunAtLoad KeepAlive ThrottleInterval StandardErrorPath \
+             AbandonProcessGroup; do
+    grep -q "<key>$key</key>" "$plist" || fail "$(basename "$plist") lacks $key"
+  done
+done
+echo "packaging: systemd unit and launchd plists check out"
