@@ -185,6 +185,27 @@ TOML
   echo "capture_1M_${mode}_ms $ms lines_captured $count"
 done
 
+echo "== self-reported usage ingestion: 200,000 KTESIO_USAGE lines in one burst =="
+cat >"$work/usage.toml" <<TOML
+contract_version = "1.0.0"
+[adapter]
+kind = "usage"
+[lifecycle.start]
+exec = "$PROBE"
+args = ["--usage-lines", "200000", "--usage-input", "1", "--usage-output", "2", "--quiet", "--heartbeat-ms", "600000"]
+[capabilities.pause]
+linux = "guaranteed"
+[metering]
+source = "self-reported"
+TOML
+ctl agent register usage --manifest "$work/usage.toml" >/dev/null
+ctl agent start usage >/dev/null
+t0=$(now_ns)
+until [[ $(ctl agent usage usage --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["usage"]["cumulative_input_tokens"])') -ge 200000 ]]; do :; done
+t1=$(now_ns)
+ms=$(( (t1 - t0) / 1000000 ))
+echo "ingest_200k_ms_after_running $ms events_per_second_lower_bound $(( 200000000 / (ms > 0 ? ms : 1) ))"
+
 if [[ "${KTESIO_BENCH_PEERS:-0}" == 1 ]]; then
   echo "== peer: supervisord (same machine, same run) =="
   command -v supervisord >/dev/null || apt-get install -y -qq supervisor >/dev/null
