@@ -199,12 +199,17 @@ linux = "guaranteed"
 source = "self-reported"
 TOML
 ctl agent register usage --manifest "$work/usage.toml" >/dev/null
+t0=$(now_ns)  # ingestion starts with the launch, before `start` returns after the readiness window
 ctl agent start usage >/dev/null
-t0=$(now_ns)
-until [[ $(ctl agent usage usage --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["usage"]["cumulative_input_tokens"])') -ge 200000 ]]; do :; done
+ingested=0
+for _ in $(seq 1 3000); do
+  ingested=$(ctl agent usage usage --json |
+    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["usage"]["cumulative_input_tokens"])')
+  [[ $ingested -ge 200000 ]] && break
+done
 t1=$(now_ns)
 ms=$(( (t1 - t0) / 1000000 ))
-echo "ingest_200k_ms_after_running $ms events_per_second_lower_bound $(( 200000000 / (ms > 0 ? ms : 1) ))"
+echo "ingest_200k_ms_from_start $ms ingested $ingested events_per_second_at_least $(( ingested * 1000 / (ms > 0 ? ms : 1) ))"
 
 if [[ "${KTESIO_BENCH_PEERS:-0}" == 1 ]]; then
   echo "== peer: supervisord (same machine, same run) =="
