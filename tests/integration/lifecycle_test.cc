@@ -353,6 +353,20 @@ TEST_F(LifecycleTest, AgentsSurviveDaemonCrashAndAreReadopted) {
   RunResult stop = daemon_.Ctl({"agent", "stop", "survivor"});
   EXPECT_EQ(stop.exit_code, 0) << stop.err;
   EXPECT_FALSE(ProcessAlive(static_cast<pid_t>(pid)));
+  // Output written before, during and after the daemon's absence: every heartbeat exactly once,
+  // in order, none missing.
+  std::istringstream in(Logs("survivor"));
+  std::string line;
+  long expected = 1;
+  while (std::getline(in, line)) {
+    size_t at = line.find(" agent-out heartbeat ");
+    if (at == std::string::npos) {
+      continue;
+    }
+    EXPECT_EQ(std::stol(line.substr(at + 21)), expected) << line;
+    ++expected;
+  }
+  EXPECT_GT(expected, 3);
 }
 
 TEST_F(LifecycleTest, CrashWhileDaemonDownGetsRealExitAndRestart) {
