@@ -1,0 +1,620 @@
+#include "metering/proxy/proxy.h"
+
+// <utility> first: Boost 1.74's asio/awaitable.hpp uses std::exchange without including it.
+#include <utility>
+
+#include <openssl/ssl.h>
+
+#include <array>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "boost/asio/co_spawn.hpp"
+#include "boost/asio/detached.hpp"
+#include "boost/asio/executor_work_guard.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/redirect_error.hpp"
+#include "boost/asio/ssl.hpp"
+#include "boost/asio/use_awaitable.hpp"
+#include "boost/asio/write.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+#include "boost/beast/ssl.hpp"
+#include "ktesio/contract/error.h"
+
+namespace ktesio::daemon::metering {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace ssl = boost::asio::ssl;
+using tcp = boost::asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+constexpr size_t kHeaderLimit = 64u << 10;
+constexpr size_t kRelayBuffer = 64u << 10;
+
+auto Await(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
+
+// Hop-by-hop headers (RFC 9110 §7.6.1) plus the ones the proxy re-frames or rewrites itself.
+bool IsHopByHop(std::string_view name, const std::vector<std::string>& connection_listed) {
+  static constexpr std::string_view kNames[] = {
+      "connection",        "keep-alive", "proxy-connection", "te",     "trailer",
+      "transfer-encoding", "upgrade",    "proxy-authorization", "proxy-authenticate"};
+  const std::string lower = absl::AsciiStrToLower(std::string(name));
+  for (std::string_view hop : kNames) {
+    if (lower == hop) {
+      return true;
+    }
+  }
+  for (const std::string& listed : connection_listed) {
+    if (lower == listed) {
+      return true;
+    }
+  }
+  return false;
+}
+
+template <bool isRequest, class Fields>
+std::vector<std::string> ConnectionListed(const http::header<isRequest, Fields>& head) {
+  std::vector<std::string> names;
+  for (const auto& field : head) {
+    if (field.name() != http::field::connection) {
+      continue;
+    }
+    for (absl::string_view token : absl::StrSplit(
+             absl::string_view(field.value().data(), field.value().size()), ',')) {
+      std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(token));
+      if (!name.empty() && name != "close" && name != "keep-alive") {
+        names.push_back(std::move(name));
+      }
+    }
+  }
+  return names;
+}
+
+std::string FixedResponse(unsigned status, std::string_view reason, std::string_view body,
+                          bool keep_alive) {
+  return absl::StrCat("HTTP/1.1 ", status, " ", std::string(reason),
+                      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
+                      keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n",
+                      std::string(body));
+}
+
+// One upstream connection, plain or TLS.
+struct UpstreamConn {
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
+  beast::flat_buffer buffer;
+
+  beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+  bool open() { return (plain || tls) && lowest().socket().is_open(); }
+  void Reset() {
+    if (plain || tls) {
+      error_code ignored;
+      lowest().socket().close(ignored);
+    }
+    plain.reset();
+    tls.reset();
+    buffer.clear();
+  }
+};
+
+struct ConnState {
+  explicit ConnState(tcp::socket socket) : client(std::move(socket)) {}
+  beast::tcp_stream client;
+  UpstreamConn up;
+};
+
+// How one request/response exchange ended.
+enum class Exchange {
+  kDone,         // response relayed completely
+  kRetry,        // a reused connection failed before any response byte: retry on a fresh one
+  kBadGateway,   // the upstream failed before the response head: answer 502
+  kCutOff,       // the response was cut off after it began: close the client connection
+  kClientGone,   // the client went away mid-response
+};
+
+}  // namespace
+
+struct MeteringProxy::Impl {
+  struct Listener {
+    explicit Listener(asio::io_context& io) : acceptor(io) {}
+    std::string instance;
+    tcp::acceptor acceptor;
+    std::shared_ptr<const Upstream> upstream;  // proxy thread only after Open
+    std::vector<std::weak_ptr<ConnState>> connections;
+    bool closed = false;
+  };
+
+  ProxyOptions options;
+  OnCall on_call;
+  std::shared_ptr<spdlog::logger> log;
+  asio::io_context io{1};
+  ssl::context tls{ssl::context::tls_client};
+  asio::executor_work_guard<asio::io_context::executor_type> work{asio::make_work_guard(io)};
+  std::thread thread;
+  mutable std::mutex mu;
+  std::map<std::string, std::shared_ptr<Listener>> listeners;  // guarded by mu
+
+  asio::awaitable<void> Accept(std::shared_ptr<Listener> listener);
+  asio::awaitable<void> Serve(std::shared_ptr<Listener> listener, std::shared_ptr<ConnState> conn);
+  asio::awaitable<bool> Connect(const Upstream& upstream, UpstreamConn& up);
+  template <class Stream>
+  asio::awaitable<Exchange> Relay(Stream& upstream_stream, UpstreamConn& up, ConnState& conn,
+                                  http::request<http::string_body>& out, bool reused,
+                                  const RequestPlan& plan, bool head_request, int client_version,
+                                  bool& keep_alive, const std::string& instance);
+  void Report(const std::string& instance, const RequestPlan& plan, const ResponseMeter& meter,
+              unsigned status);
+  void CloseListener(Listener& listener);
+};
+
+absl::StatusOr<std::unique_ptr<MeteringProxy>> MeteringProxy::Create(
+    ProxyOptions options, OnCall on_call, std::shared_ptr<spdlog::logger> log) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->on_call = std::move(on_call);
+  impl->log = std::move(log);
+  error_code ec;
+  impl->tls.set_default_verify_paths(ec);
+  if (ec) {
+    impl->log->warn("metering proxy: the system trust store could not be loaded ({})",
+                    ec.message());
+  }
+  if (!impl->options.ca_file.empty()) {
+    impl->tls.load_verify_file(impl->options.ca_file, ec);
+    if (ec) {
+      return contract::MakeError(
+          absl::StatusCode::kInvalidArgument, contract::reason::kConfigInvalid,
+          absl::StrCat("metering CA file '", impl->options.ca_file,
+                       "' could not be loaded: ", ec.message()));
+    }
+  }
+  impl->tls.set_verify_mode(ssl::verify_peer);
+  Impl* raw = impl.get();
+  raw->thread = std::thread([raw] { raw->io.run(); });
+  return std::unique_ptr<MeteringProxy>(new MeteringProxy(std::move(impl)));
+}
+
+MeteringProxy::MeteringProxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MeteringProxy::~MeteringProxy() {
+  impl_->work.reset();
+  impl_->io.stop();
+  if (impl_->thread.joinable()) {
+    impl_->thread.join();
+  }
+  std::lock_guard lock(impl_->mu);
+  impl_->listeners.clear();
+}
+
+absl::StatusOr<uint16_t> MeteringProxy::Open(const std::string& instance, const Upstream& upstream,
+                                             uint16_t port, bool exact) {
+  auto shared_upstream = std::make_shared<const Upstream>(upstream);
+  std::lock_guard lock(impl_->mu);
+  if (auto it = impl_->listeners.find(instance); it != impl_->listeners.end()) {
+    std::shared_ptr<Impl::Listener> listener = it->second;
+    asio::post(impl_->io, [listener, shared_upstream] { listener->upstream = shared_upstream; });
+    return listener->acceptor.local_endpoint().port();
+  }
+  auto listener = std::make_shared<Impl::Listener>(impl_->io);
+  listener->instance = instance;
+  listener->upstream = shared_upstream;
+  auto bind = [&](uint16_t at) -> error_code {
+    error_code ec;
+    listener->acceptor = tcp::acceptor(impl_->io);
+    listener->acceptor.open(tcp::v4(), ec);
+    if (!ec) {
+      listener->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    }
+    if (!ec) {
+      listener->acceptor.bind(tcp::endpoint(asio::ip::address_v4::loopback(), at), ec);
+    }
+    if (!ec) {
+      listener->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    }
+    return ec;
+  };
+  error_code ec = bind(port);
+  if (ec && port != 0 && !exact) {
+    impl_->log->warn("metering proxy for '{}': port {} unavailable ({}); using a new port",
+                     instance, port, ec.message());
+    ec = bind(0);
+  }
+  if (ec) {
+    return contract::MakeError(
+        absl::StatusCode::kFailedPrecondition, contract::reason::kLaunchFailed,
+        absl::StrCat("the metering proxy for '", instance, "' could not listen on 127.0.0.1:",
+                     port, ": ", ec.message()));
+  }
+  const uint16_t bound = listener->acceptor.local_endpoint().port();
+  impl_->listeners[instance] = listener;
+  Impl* impl = impl_.get();
+  asio::co_spawn(impl_->io, impl->Accept(listener), asio::detached);
+  impl_->log->info("metering proxy listening instance={} port={} upstream_tls={}", instance, bound,
+                   upstream.tls);
+  return bound;
+}
+
+void MeteringProxy::Close(const std::string& instance) {
+  std::shared_ptr<Impl::Listener> listener;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->listeners.find(instance);
+    if (it == impl_->listeners.end()) {
+      return;
+    }
+    listener = std::move(it->second);
+    impl_->listeners.erase(it);
+  }
+  Impl* impl = impl_.get();
+  asio::post(impl_->io, [impl, listener] { impl->CloseListener(*listener); });
+  impl_->log->info("metering proxy closed instance={}", instance);
+}
+
+uint16_t MeteringProxy::Port(const std::string& instance) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->listeners.find(instance);
+  if (it == impl_->listeners.end()) {
+    return 0;
+  }
+  error_code ec;
+  const tcp::endpoint endpoint = it->second->acceptor.local_endpoint(ec);
+  return ec ? 0 : endpoint.port();
+}
+
+void MeteringProxy::Impl::CloseListener(Listener& listener) {
+  listener.closed = true;
+  error_code ignored;
+  listener.acceptor.close(ignored);
+  for (const std::weak_ptr<ConnState>& weak : listener.connections) {
+    if (std::shared_ptr<ConnState> conn = weak.lock()) {
+      conn->client.socket().close(ignored);
+      conn->up.Reset();
+    }
+  }
+  listener.connections.clear();
+}
+
+asio::awaitable<void> MeteringProxy::Impl::Accept(std::shared_ptr<Listener> listener) {
+  while (!listener->closed) {
+    error_code ec;
+    tcp::socket socket = co_await listener->acceptor.async_accept(Await(ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || listener->closed) {
+        co_return;
+      }
+      log->warn("metering proxy accept failed instance={} error={}", listener->instance,
+                ec.message());
+      continue;  // EMFILE and friends: keep serving the connections we have
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    auto conn = std::make_shared<ConnState>(std::move(socket));
+    std::erase_if(listener->connections, [](const auto& weak) { return weak.expired(); });
+    listener->connections.push_back(conn);
+    asio::co_spawn(io, Serve(listener, conn), asio::detached);
+  }
+}
+
+asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, UpstreamConn& up) {
+  up.Reset();
+  error_code ec;
+  tcp::resolver resolver(io);
+  auto results = co_await resolver.async_resolve(upstream.host, upstream.port, Await(ec));
+  if (ec) {
+    log->warn("metering proxy: upstream name resolution failed ({})", ec.message());
+    co_return false;
+  }
+  if (upstream.tls) {
+    up.tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, tls);
+  } else {
+    up.plain = std::make_unique<beast::tcp_stream>(io);
+  }
+  up.lowest().expires_after(options.connect_timeout);
+  co_await up.lowest().async_connect(results, Await(ec));
+  if (ec) {
+    log->warn("metering proxy: upstream connect failed ({})", ec.message());
+    up.Reset();
+    co_return false;
+  }
+  up.lowest().socket().set_option(tcp::no_delay(true), ec);
+  if (up.tls) {
+    // SNI, and the certificate must name the host (verified against the system store + CA file).
+    if (!SSL_set_tlsext_host_name(up.tls->native_handle(), upstream.host.c_str())) {
+      log->warn("metering proxy: could not set TLS server name");
+      up.Reset();
+      co_return false;
+    }
+    up.tls->set_verify_callback(ssl::host_name_verification(upstream.host));
+    co_await up.tls->async_handshake(ssl::stream_base::client, Await(ec));
+    if (ec) {
+      log->warn("metering proxy: upstream TLS handshake failed ({})", ec.message());
+      up.Reset();
+      co_return false;
+    }
+  }
+  up.lowest().expires_never();
+  co_return true;
+}
+
+void MeteringProxy::Impl::Report(const std::string& instance, const RequestPlan& plan,
+                                 const ResponseMeter& meter, unsigned status) {
+  const ResponseMeter::Outcome outcome = meter.outcome();
+  if (outcome == ResponseMeter::Outcome::kNotMetered) {
+    return;
+  }
+  CallRecord record;
+  record.instance = instance;
+  record.shape = plan.shape;
+  record.known = outcome == ResponseMeter::Outcome::kKnown;
+  record.usage = meter.usage();
+  record.status = status;
+  on_call(std::move(record));
+}
+
+template <class Stream>
+asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
+    Stream& upstream_stream, UpstreamConn& up, ConnState& conn,
+    http::request<http::string_body>& out, bool reused, const RequestPlan& plan,
+    bool head_request, int client_version, bool& keep_alive, const std::string& instance) {
+  error_code ec;
+  up.lowest().expires_after(options.idle_timeout);
+  co_await http::async_write(upstream_stream, out, Await(ec));
+  if (ec) {
+    co_return reused ? Exchange::kRetry : Exchange::kBadGateway;
+  }
+  http::response_parser<http::buffer_body> parser;
+  parser.header_limit(kHeaderLimit);
+  parser.body_limit(boost::none);
+  if (head_request) {
+    parser.skip(true);
+  }
+  co_await http::async_read_header(upstream_stream, up.buffer, parser, Await(ec));
+  if (ec) {
+    co_return reused && up.buffer.size() == 0 ? Exchange::kRetry : Exchange::kBadGateway;
+  }
+  auto& response = parser.get();
+  const unsigned status = response.result_int();
+  ResponseMeter meter(plan.shape, plan.injected);
+  meter.Begin(status, std::string_view(response[http::field::content_type].data(),
+                                       response[http::field::content_type].size()));
+  const bool no_body = head_request || status / 100 == 1 || status == 204 || status == 304;
+  // Framing towards the client: pass a Content-Length through when nothing is stripped;
+  // otherwise chunked (HTTP/1.1) or close-delimited (HTTP/1.0).
+  const bool pass_length = !no_body && parser.content_length().has_value() && !plan.injected;
+  const bool chunked = !no_body && !pass_length && client_version >= 11;
+  if (!no_body && !pass_length && !chunked) {
+    keep_alive = false;
+  }
+  const beast::string_view reason = response.reason().empty()
+                                        ? http::obsolete_reason(response.result())
+                                        : response.reason();
+  std::string head =
+      absl::StrCat("HTTP/1.1 ", status, " ", std::string(reason.data(), reason.size()), "\r\n");
+  const std::vector<std::string> listed = ConnectionListed(response.base());
+  for (const auto& field : response) {
+    const std::string_view name(field.name_string().data(), field.name_string().size());
+    if (IsHopByHop(name, listed) || field.name() == http::field::content_length) {
+      continue;
+    }
+    absl::StrAppend(&head, std::string(name), ": ",
+                    std::string(field.value().data(), field.value().size()), "\r\n");
+  }
+  if (pass_length) {
+    absl::StrAppend(&head, "Content-Length: ", *parser.content_length(), "\r\n");
+  } else if (no_body && response.has_content_length()) {
+    absl::StrAppend(&head, "Content-Length: ",
+                    std::string(response[http::field::content_length].data(),
+                                response[http::field::content_length].size()),
+                    "\r\n");
+  } else if (chunked) {
+    head.append("Transfer-Encoding: chunked\r\n");
+  }
+  if (!keep_alive) {
+    head.append("Connection: close\r\n");
+  }
+  head.append("\r\n");
+  conn.client.expires_after(options.idle_timeout);
+  co_await asio::async_write(conn.client, asio::buffer(head), Await(ec));
+  if (ec) {
+    co_return Exchange::kClientGone;
+  }
+  std::vector<char> buffer(kRelayBuffer);
+  std::string forward;
+  bool cut = false;
+  auto send = [&](std::string_view data) -> asio::awaitable<bool> {
+    if (data.empty()) {
+      co_return true;
+    }
+    error_code write_ec;
+    conn.client.expires_after(options.idle_timeout);
+    if (chunked) {
+      char size_line[24];
+      const int n = std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
+      std::array<asio::const_buffer, 3> pieces{asio::buffer(size_line, static_cast<size_t>(n)),
+                                               asio::buffer(data.data(), data.size()),
+                                               asio::buffer("\r\n", 2)};
+      co_await asio::async_write(conn.client, pieces, Await(write_ec));
+    } else {
+      co_await asio::async_write(conn.client, asio::buffer(data.data(), data.size()),
+                                 Await(write_ec));
+    }
+    co_return !write_ec;
+  };
+  while (!parser.is_done()) {
+    response.body().data = buffer.data();
+    response.body().size = buffer.size();
+    up.lowest().expires_after(options.idle_timeout);
+    co_await http::async_read_some(upstream_stream, up.buffer, parser, Await(ec));
+    if (ec == http::error::need_buffer) {
+      ec = {};
+    }
+    const size_t got = buffer.size() - response.body().size;
+    forward.clear();
+    meter.Feed(std::string_view(buffer.data(), got), forward);
+    if (!co_await send(forward)) {
+      meter.Finish(false, forward);
+      Report(instance, plan, meter, status);
+      co_return Exchange::kClientGone;
+    }
+    if (ec) {
+      cut = true;
+      break;
+    }
+  }
+  forward.clear();
+  meter.Finish(!cut, forward);
+  Report(instance, plan, meter, status);
+  if (!co_await send(forward)) {
+    co_return Exchange::kClientGone;
+  }
+  if (cut) {
+    co_return Exchange::kCutOff;
+  }
+  if (chunked) {
+    conn.client.expires_after(options.idle_timeout);
+    co_await asio::async_write(conn.client, asio::buffer("0\r\n\r\n", 5), Await(ec));
+    if (ec) {
+      co_return Exchange::kClientGone;
+    }
+  }
+  if (!parser.keep_alive()) {
+    up.Reset();
+  }
+  co_return Exchange::kDone;
+}
+
+asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> listener,
+                                                 std::shared_ptr<ConnState> conn) {
+  beast::flat_buffer buffer;
+  while (!listener->closed) {
+    error_code ec;
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(kHeaderLimit);
+    parser.body_limit(options.max_request_bytes);
+    conn->client.expires_after(options.idle_timeout);
+    co_await http::async_read_header(conn->client, buffer, parser, Await(ec));
+    if (ec) {
+      if (ec == http::error::header_limit) {
+        const std::string reply = FixedResponse(431, "Request Header Fields Too Large", "", false);
+        co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
+      } else if (ec != http::error::end_of_stream && ec != asio::error::eof &&
+                 ec != asio::error::operation_aborted && ec != beast::error::timeout &&
+                 ec != asio::error::connection_reset) {
+        const std::string reply = FixedResponse(400, "Bad Request", "", false);
+        co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
+      }
+      co_return;
+    }
+    const auto& head = parser.get();
+    if (parser.content_length().has_value() &&
+        *parser.content_length() > options.max_request_bytes) {
+      const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
+      co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
+      co_return;
+    }
+    if (beast::iequals(head[http::field::expect], "100-continue")) {
+      co_await asio::async_write(conn->client, asio::buffer("HTTP/1.1 100 Continue\r\n\r\n", 25),
+                                 Await(ec));
+    }
+    co_await http::async_read(conn->client, buffer, parser, Await(ec));
+    if (ec == http::error::body_limit) {
+      const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
+      co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
+      co_return;
+    }
+    if (ec) {
+      if (ec != asio::error::eof && ec != http::error::end_of_stream &&
+          ec != asio::error::operation_aborted) {
+        const std::string reply = FixedResponse(400, "Bad Request", "", false);
+        co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
+      }
+      co_return;
+    }
+    http::request<http::string_body> request = parser.release();
+    bool keep_alive = request.keep_alive();
+    const std::string_view method(request.method_string().data(), request.method_string().size());
+    const std::string_view target(request.target().data(), request.target().size());
+    const RequestPlan plan = PlanRequest(method, target, request.body());
+    const std::shared_ptr<const Upstream> upstream = listener->upstream;
+
+    http::request<http::string_body> out;
+    out.method_string(request.method_string());
+    out.target(upstream->TargetFor(target));
+    out.version(11);
+    const std::vector<std::string> listed = ConnectionListed(request.base());
+    for (const auto& field : request) {
+      const std::string_view name(field.name_string().data(), field.name_string().size());
+      if (IsHopByHop(name, listed) || field.name() == http::field::host ||
+          field.name() == http::field::content_length ||
+          field.name() == http::field::accept_encoding || field.name() == http::field::expect) {
+        continue;
+      }
+      out.insert(field.name_string(), field.value());
+    }
+    out.set(http::field::host, upstream->host_header);
+    out.set(http::field::accept_encoding, "identity");  // usage must stay readable
+    const bool had_body = request.has_content_length() || request.chunked();
+    out.body() = plan.body.has_value() ? *plan.body : std::move(request.body());
+    if (had_body || !out.body().empty()) {
+      out.content_length(out.body().size());
+    }
+    out.keep_alive(true);
+
+    const bool head_request = request.method() == http::verb::head;
+    Exchange result = Exchange::kBadGateway;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const bool reused = conn->up.open();
+      if (!reused && !co_await Connect(*upstream, conn->up)) {
+        result = Exchange::kBadGateway;
+        break;
+      }
+      if (conn->up.tls) {
+        result = co_await Relay(*conn->up.tls, conn->up, *conn, out, reused, plan, head_request,
+                                request.version(), keep_alive, listener->instance);
+      } else {
+        result = co_await Relay(*conn->up.plain, conn->up, *conn, out, reused, plan,
+                                head_request, request.version(), keep_alive, listener->instance);
+      }
+      if (result != Exchange::kRetry) {
+        break;
+      }
+      conn->up.Reset();
+    }
+    if (listener->closed) {
+      co_return;
+    }
+    switch (result) {
+      case Exchange::kDone:
+        break;
+      case Exchange::kRetry:
+      case Exchange::kBadGateway: {
+        conn->up.Reset();
+        log->warn("metering proxy: 502 to the agent instance={} (upstream unreachable)",
+                  listener->instance);
+        const std::string reply = FixedResponse(502, "Bad Gateway", kBadGatewayBody, keep_alive);
+        co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
+        if (ec) {
+          co_return;
+        }
+        break;
+      }
+      case Exchange::kCutOff:
+      case Exchange::kClientGone:
+        conn->up.Reset();
+        co_return;
+    }
+    if (!keep_alive) {
+      conn->client.socket().shutdown(tcp::socket::shutdown_send, ec);
+      co_return;
+    }
+  }
+}
+
+}  // namespace ktesio::daemon::metering

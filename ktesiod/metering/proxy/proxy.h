@@ -1,0 +1,85 @@
+#pragma once
+
+// The engine-observed metering proxy: one loopback HTTP listener per engine-observed instance
+// (127.0.0.1, ephemeral port), forwarding every method and path to the instance's upstream
+// (http or https) and reporting, per model call, the provider-reported usage — or that it was
+// absent. Streaming responses are relayed chunk by chunk as they arrive.
+//
+// Built on Boost.Beast over Asio with C++20 coroutines, on ONE thread of its own: the engine
+// thread is never blocked by model traffic, and the proxy never touches the store — each call's
+// outcome is handed to `on_call`, which the engine posts to its own thread.
+//
+// Nothing about a request is logged but its instance, method class, status and usage: never a
+// body, a header or a URL (credentials travel in all three).
+//
+// Thread-safety: Open/Close/Port are thread-safe; `on_call` runs on the proxy thread.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "metering/proxy/upstream.h"
+#include "metering/usage_extract.h"
+#include "spdlog/logger.h"
+
+namespace ktesio::daemon::metering {
+
+struct ProxyOptions {
+  size_t max_request_bytes = 32u << 20;      // larger request bodies get 413
+  std::string ca_file;                       // extra trust anchors for https upstreams
+  std::chrono::milliseconds connect_timeout{30'000};
+  std::chrono::milliseconds idle_timeout{600'000};  // silence in either direction → close
+};
+
+struct CallRecord {
+  std::string instance;
+  ApiShape shape = ApiShape::kOther;
+  bool known = false;  // false: a model call whose usage was absent or cut off
+  TokenUsage usage;
+  unsigned status = 0;
+};
+
+class MeteringProxy {
+ public:
+  using OnCall = std::function<void(CallRecord)>;
+
+  // Starts the proxy thread. Errors: INVALID_ARGUMENT when `options.ca_file` cannot be loaded.
+  static absl::StatusOr<std::unique_ptr<MeteringProxy>> Create(
+      ProxyOptions options, OnCall on_call, std::shared_ptr<spdlog::logger> log);
+  ~MeteringProxy();  // closes every listener and connection, joins the thread
+
+  MeteringProxy(const MeteringProxy&) = delete;
+  MeteringProxy& operator=(const MeteringProxy&) = delete;
+
+  // Opens the listener of `instance` (or re-points an open one at `upstream`) and returns its
+  // port. `port` != 0 asks for that port (a re-adopted agent's URL names it); when it is taken,
+  // `exact` decides between failing (UNAVAILABLE) and an ephemeral port.
+  absl::StatusOr<uint16_t> Open(const std::string& instance, const Upstream& upstream,
+                                uint16_t port, bool exact);
+  // Closes the listener of `instance` and its connections. Idempotent.
+  void Close(const std::string& instance);
+  // The port of an open listener, 0 when none.
+  uint16_t Port(const std::string& instance) const;
+
+  struct Impl;
+
+ private:
+  explicit MeteringProxy(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The fixed body of a 502: names neither the upstream nor any credential.
+inline constexpr std::string_view kBadGatewayBody =
+    R"({"error":{"type":"upstream_unreachable","message":"ktesio metering proxy: the upstream )"
+    R"(provider could not be reached"}})";
+inline constexpr std::string_view kTooLargeBody =
+    R"({"error":{"type":"request_too_large","message":"ktesio metering proxy: the request )"
+    R"(body exceeds the proxy's limit"}})";
+
+}  // namespace ktesio::daemon::metering

@@ -1,0 +1,307 @@
+#include "metering/usage_extract.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace ktesio::daemon::metering {
+namespace {
+
+bool EndsWith(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+bool ContainsIgnoreCase(std::string_view text, std::string_view needle) {
+  auto it = std::search(text.begin(), text.end(), needle.begin(), needle.end(),
+                        [](char a, char b) { return std::tolower(a) == std::tolower(b); });
+  return it != text.end();
+}
+
+std::string Splice(std::string_view body, size_t begin, size_t end, std::string_view with) {
+  std::string out;
+  out.reserve(body.size() + with.size());
+  out.append(body.substr(0, begin)).append(with).append(body.substr(end));
+  return out;
+}
+
+uint64_t UintOr(const json::Value* value, uint64_t fallback) {
+  if (value == nullptr) {
+    return fallback;
+  }
+  return value->AsUint().value_or(fallback);
+}
+
+}  // namespace
+
+std::string_view ApiShapeName(ApiShape shape) {
+  switch (shape) {
+    case ApiShape::kChatCompletions:
+      return "openai-chat";
+    case ApiShape::kResponses:
+      return "openai-responses";
+    case ApiShape::kAnthropicMessages:
+      return "anthropic-messages";
+    case ApiShape::kOther:
+      break;
+  }
+  return "other";
+}
+
+ApiShape ShapeOfTarget(std::string_view target) {
+  std::string_view path = target.substr(0, target.find_first_of("?#"));
+  while (path.size() > 1 && path.back() == '/') {
+    path.remove_suffix(1);
+  }
+  if (EndsWith(path, "/chat/completions")) {
+    return ApiShape::kChatCompletions;
+  }
+  if (EndsWith(path, "/responses")) {
+    return ApiShape::kResponses;
+  }
+  if (EndsWith(path, "/messages") && path.find("/threads/") == std::string_view::npos) {
+    return ApiShape::kAnthropicMessages;
+  }
+  return ApiShape::kOther;
+}
+
+RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body) {
+  RequestPlan plan;
+  if (method != "POST") {
+    return plan;
+  }
+  plan.shape = ShapeOfTarget(target);
+  if (plan.shape == ApiShape::kOther) {
+    return plan;
+  }
+  std::optional<json::Value> root = json::Parse(body);
+  if (!root.has_value() || root->kind != json::Kind::kObject) {
+    return plan;  // relayed untouched; the provider judges it
+  }
+  const json::Value* stream = root->Find("stream");
+  plan.streaming = stream != nullptr && stream->kind == json::Kind::kBool && stream->boolean;
+  if (!plan.streaming || plan.shape != ApiShape::kChatCompletions) {
+    return plan;
+  }
+  const json::Value* options = root->Find("stream_options");
+  if (options == nullptr) {
+    plan.body = Splice(body, root->begin + 1, root->begin + 1,
+                       R"("stream_options":{"include_usage":true},)");
+  } else if (options->kind == json::Kind::kNull) {
+    plan.body = Splice(body, options->begin, options->end, R"({"include_usage":true})");
+  } else if (options->kind == json::Kind::kObject) {
+    const json::Value* include = options->Find("include_usage");
+    if (include != nullptr && include->kind == json::Kind::kBool && include->boolean) {
+      return plan;  // the client asked: nothing to inject, nothing to strip
+    }
+    if (include != nullptr) {
+      plan.body = Splice(body, include->begin, include->end, "true");
+    } else {
+      plan.body = Splice(body, options->begin + 1, options->begin + 1,
+                         options->members.empty() ? R"("include_usage":true)"
+                                                  : R"("include_usage":true,)");
+    }
+  } else {
+    return plan;  // a malformed stream_options: the provider will say so
+  }
+  plan.injected = true;
+  return plan;
+}
+
+void ResponseMeter::Begin(unsigned status, std::string_view content_type) {
+  metered_ = status >= 200 && status < 300;
+  sse_ = ContainsIgnoreCase(content_type, "text/event-stream");
+}
+
+void ResponseMeter::Feed(std::string_view data, std::string& forward) {
+  if (!metered_ || overflow_) {
+    forward.append(data);
+    return;
+  }
+  if (!sse_) {
+    forward.append(data);
+    if (body_.size() + data.size() > kMaxParsedBytes) {
+      overflow_ = true;
+      body_.clear();
+      return;
+    }
+    body_.append(data);
+    return;
+  }
+  forward_ = &forward;
+  const bool holding = strip_;
+  for (char c : data) {
+    if (holding) {
+      event_raw_.push_back(c);
+    }
+    if (pending_cr_) {
+      pending_cr_ = false;
+      if (c == '\n') {
+        continue;
+      }
+    }
+    if (c == '\r' || c == '\n') {
+      pending_cr_ = c == '\r';
+      OnLine(body_);
+      body_.clear();
+      continue;
+    }
+    body_.push_back(c);
+  }
+  if (!holding) {
+    forward.append(data);
+  }
+  if (body_.size() + event_raw_.size() + event_data_.size() > kMaxParsedBytes) {
+    // An event this large is not a usage chunk: stop parsing (and holding), relay the rest.
+    overflow_ = true;
+    forward.append(event_raw_);
+    event_raw_.clear();
+    event_data_.clear();
+    body_.clear();
+  }
+  forward_ = nullptr;
+}
+
+void ResponseMeter::Finish(bool complete, std::string& forward) {
+  if (!metered_) {
+    return;
+  }
+  if (sse_) {
+    forward.append(event_raw_);  // an unterminated last event: relayed as received
+    event_raw_.clear();
+    return;
+  }
+  if (complete && !overflow_) {
+    if (std::optional<json::Value> root = json::Parse(body_)) {
+      Observe(*root);
+    }
+  }
+  body_.clear();
+}
+
+void ResponseMeter::OnLine(std::string_view line) {
+  if (line.empty()) {
+    Dispatch();
+    return;
+  }
+  if (line.front() == ':') {
+    return;  // comment
+  }
+  const size_t colon = line.find(':');
+  std::string_view field = line.substr(0, colon);
+  std::string_view value = colon == std::string_view::npos ? "" : line.substr(colon + 1);
+  if (!value.empty() && value.front() == ' ') {
+    value.remove_prefix(1);
+  }
+  if (field == "data") {
+    if (event_has_data_) {
+      event_data_.push_back('\n');
+    }
+    event_data_.append(value);
+    event_has_data_ = true;
+  }
+}
+
+void ResponseMeter::Dispatch() {
+  if (event_has_data_ && event_data_ != "[DONE]") {
+    if (std::optional<json::Value> value = json::Parse(event_data_)) {
+      Observe(*value);
+      if (strip_) {
+        const json::Value* choices = value->Find("choices");
+        const json::Value* usage = value->Find("usage");
+        drop_event_ = choices != nullptr && choices->kind == json::Kind::kArray &&
+                      choices->items.empty() && usage != nullptr &&
+                      usage->kind == json::Kind::kObject;
+      }
+    }
+  }
+  if (strip_ && forward_ != nullptr) {
+    if (!drop_event_) {
+      forward_->append(event_raw_);
+    }
+    event_raw_.clear();
+  }
+  drop_event_ = false;
+  event_data_.clear();
+  event_has_data_ = false;
+}
+
+void ResponseMeter::Observe(const json::Value& value) {
+  if (value.kind != json::Kind::kObject) {
+    return;
+  }
+  const json::Value* type = value.Find("type");
+  const std::string_view kind =
+      type != nullptr && type->kind == json::Kind::kString ? std::string_view(type->text) : "";
+  if (kind == "message_start") {
+    // Anthropic: input (plus cache) tokens arrive first; output is cumulative in message_delta.
+    if (const json::Value* usage = value.At({"message", "usage"});
+        usage != nullptr && usage->kind == json::Kind::kObject) {
+      anthropic_started_ = true;
+      anthropic_input_ = UintOr(usage->Find("input_tokens"), 0);
+      anthropic_cache_create_ = UintOr(usage->Find("cache_creation_input_tokens"), 0);
+      anthropic_cache_read_ = UintOr(usage->Find("cache_read_input_tokens"), 0);
+      usage_.input = anthropic_input_ + anthropic_cache_create_ + anthropic_cache_read_;
+      usage_.output = UintOr(usage->Find("output_tokens"), 0);
+    }
+    return;
+  }
+  if (kind == "response.completed" || kind == "response.incomplete" || kind == "response.failed" ||
+      kind == "response.done") {
+    if (const json::Value* usage = value.At({"response", "usage"});
+        usage != nullptr && usage->kind == json::Kind::kObject) {
+      ObserveUsageObject(*usage);
+    }
+    return;
+  }
+  if (const json::Value* usage = value.Find("usage");
+      usage != nullptr && usage->kind == json::Kind::kObject) {
+    ObserveUsageObject(*usage);
+  }
+}
+
+void ResponseMeter::ObserveUsageObject(const json::Value& usage) {
+  // OpenAI chat completions.
+  const json::Value* prompt = usage.Find("prompt_tokens");
+  const json::Value* completion = usage.Find("completion_tokens");
+  if (prompt != nullptr || completion != nullptr) {
+    if (prompt != nullptr && completion != nullptr && prompt->AsUint() && completion->AsUint()) {
+      usage_ = TokenUsage{*prompt->AsUint(), *completion->AsUint()};
+      known_ = true;
+    }
+    return;
+  }
+  const json::Value* input = usage.Find("input_tokens");
+  const json::Value* output = usage.Find("output_tokens");
+  if (anthropic_started_) {
+    // Anthropic message_delta: cumulative counts — overwrite what is present, never add.
+    anthropic_input_ = UintOr(input, anthropic_input_);
+    anthropic_cache_create_ = UintOr(usage.Find("cache_creation_input_tokens"),
+                                     anthropic_cache_create_);
+    anthropic_cache_read_ = UintOr(usage.Find("cache_read_input_tokens"), anthropic_cache_read_);
+    usage_.input = anthropic_input_ + anthropic_cache_create_ + anthropic_cache_read_;
+    if (output != nullptr && output->AsUint()) {
+      usage_.output = *output->AsUint();
+      known_ = true;
+    }
+    return;
+  }
+  // OpenAI Responses (input_tokens_details is a breakdown, not an addition) or a whole
+  // Anthropic message (cache tokens are billed on top of input_tokens).
+  if (input != nullptr && output != nullptr && input->AsUint() && output->AsUint()) {
+    usage_.input = *input->AsUint() + UintOr(usage.Find("cache_creation_input_tokens"), 0) +
+                   UintOr(usage.Find("cache_read_input_tokens"), 0);
+    usage_.output = *output->AsUint();
+    known_ = true;
+  }
+}
+
+ResponseMeter::Outcome ResponseMeter::outcome() const {
+  if (!metered_) {
+    return Outcome::kNotMetered;
+  }
+  if (known_) {
+    return Outcome::kKnown;
+  }
+  return shape_ == ApiShape::kOther ? Outcome::kNotMetered : Outcome::kUnknown;
+}
+
+}  // namespace ktesio::daemon::metering

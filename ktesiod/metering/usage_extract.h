@@ -1,0 +1,90 @@
+#pragma once
+
+// What the metering proxy understands of model traffic, as pure functions over bytes:
+//
+// - PlanRequest: recognizes the three model-call shapes by path (OpenAI chat completions, OpenAI
+//   Responses, Anthropic Messages) and, for a streaming chat completion whose client did not ask
+//   for usage, rewrites the body to ask (`stream_options.include_usage = true`), splicing text so
+//   everything else the client sent stays byte-identical.
+// - ResponseMeter: fed the response body as it arrives, it extracts the provider-reported usage
+//   (JSON `usage`; SSE final chunk, `response.completed`, `message_start` + `message_delta`) and
+//   says what to forward: every byte, as received, except — only when the proxy injected
+//   include_usage — the extra usage-only chunk the client never asked for.
+//
+// A model call whose usage is absent (or whose stream was cut off before it) is kUnknown: it is
+// counted as an unknown-usage call, never as zero tokens. Pure; thread-compatible.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "metering/json.h"
+
+namespace ktesio::daemon::metering {
+
+enum class ApiShape { kOther, kChatCompletions, kResponses, kAnthropicMessages };
+std::string_view ApiShapeName(ApiShape shape);
+
+// The shape of a request target ("/v1/chat/completions?x=1" → kChatCompletions).
+ApiShape ShapeOfTarget(std::string_view target);
+
+struct RequestPlan {
+  ApiShape shape = ApiShape::kOther;
+  bool streaming = false;      // a JSON body with "stream": true
+  bool injected = false;       // include_usage was added by the proxy
+  std::optional<std::string> body;  // the rewritten body, when rewritten
+};
+RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body);
+
+struct TokenUsage {
+  uint64_t input = 0;
+  uint64_t output = 0;
+  bool operator==(const TokenUsage&) const = default;
+};
+
+class ResponseMeter {
+ public:
+  // Bodies kept for parsing are capped (a larger JSON body is relayed but its usage is unknown).
+  static constexpr size_t kMaxParsedBytes = 16u << 20;
+
+  ResponseMeter(ApiShape shape, bool strip_injected_usage)
+      : shape_(shape), strip_(strip_injected_usage) {}
+
+  // The response head: only 2xx responses are metered; SSE is recognized by content type.
+  void Begin(unsigned status, std::string_view content_type);
+  // Body bytes as they arrive; appends what must be forwarded to the client now to `forward`.
+  void Feed(std::string_view data, std::string& forward);
+  // End of body (`complete` = false when it was cut off); appends any held-back bytes.
+  void Finish(bool complete, std::string& forward);
+
+  enum class Outcome { kNotMetered, kKnown, kUnknown };
+  Outcome outcome() const;
+  TokenUsage usage() const { return usage_; }
+
+ private:
+  void OnLine(std::string_view line);
+  void Dispatch();
+  void Observe(const json::Value& value);
+  void ObserveUsageObject(const json::Value& usage);
+
+  ApiShape shape_;
+  bool strip_;
+  bool metered_ = false;
+  bool sse_ = false;
+  bool overflow_ = false;
+  std::string body_;        // JSON: the whole body (capped); SSE: the current partial line
+  std::string event_raw_;   // SSE with stripping: the raw bytes of the event being assembled
+  std::string event_data_;  // SSE: the event's data lines, joined by '\n'
+  bool event_has_data_ = false;
+  bool drop_event_ = false;
+  bool pending_cr_ = false;
+  std::string* forward_ = nullptr;  // the caller's output during Feed()
+  // Usage bookkeeping.
+  bool known_ = false;
+  bool anthropic_started_ = false;
+  uint64_t anthropic_input_ = 0, anthropic_cache_create_ = 0, anthropic_cache_read_ = 0;
+  TokenUsage usage_;
+};
+
+}  // namespace ktesio::daemon::metering

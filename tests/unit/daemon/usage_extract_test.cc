@@ -1,0 +1,237 @@
+// The metering proxy's understanding of model traffic: request rewriting, usage extraction from
+// JSON and SSE bodies in every provider format, stripping, and byte-exact relaying.
+
+#include "metering/usage_extract.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "metering/json.h"
+
+namespace ktesio::daemon::metering {
+namespace {
+
+using Outcome = ResponseMeter::Outcome;
+
+// Feeds `body` in pieces of `step` bytes; returns what would be forwarded.
+std::string Meter(ResponseMeter& meter, std::string_view body, size_t step, bool complete = true) {
+  std::string forwarded;
+  for (size_t at = 0; at < body.size(); at += step) {
+    meter.Feed(body.substr(at, step), forwarded);
+  }
+  meter.Finish(complete, forwarded);
+  return forwarded;
+}
+
+TEST(JsonTest, ParsesAndRejects) {
+  std::optional<json::Value> v = json::Parse(R"( {"a":[1,2,{"b":"x\u00e9\ud83d\ude00"}],"n":null} )");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->Find("a")->items.size(), 3u);
+  EXPECT_EQ(v->Find("a")->items[2].Find("b")->text, "x\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_TRUE(v->Find("n")->IsNull());
+  for (const char* bad : {"", "{", "{\"a\":}", "[1,]", "01", "1.", "\"\\x\"", "{\"a\" 1}",
+                          "\"\\ud800\"", "tru", "1 2", "\"a\nb\""}) {
+    EXPECT_FALSE(json::Parse(bad).has_value()) << bad;
+  }
+  std::string deep(100, '[');
+  deep += std::string(100, ']');
+  EXPECT_FALSE(json::Parse(deep).has_value()) << "depth limit";
+  EXPECT_EQ(json::Parse("18446744073709551615")->AsUint(), UINT64_MAX);
+  EXPECT_FALSE(json::Parse("18446744073709551616")->AsUint().has_value());
+  EXPECT_FALSE(json::Parse("-1")->AsUint().has_value());
+  EXPECT_FALSE(json::Parse("1.5")->AsUint().has_value());
+}
+
+TEST(ShapeTest, ByPath) {
+  EXPECT_EQ(ShapeOfTarget("/v1/chat/completions"), ApiShape::kChatCompletions);
+  EXPECT_EQ(ShapeOfTarget("/chat/completions?api-version=1"), ApiShape::kChatCompletions);
+  EXPECT_EQ(ShapeOfTarget("/v1/responses"), ApiShape::kResponses);
+  EXPECT_EQ(ShapeOfTarget("/v1/messages/"), ApiShape::kAnthropicMessages);
+  EXPECT_EQ(ShapeOfTarget("/v1/threads/t1/messages"), ApiShape::kOther);
+  EXPECT_EQ(ShapeOfTarget("/v1/models"), ApiShape::kOther);
+}
+
+TEST(PlanRequestTest, InjectsIncludeUsageOnlyWhenTheClientDidNotAsk) {
+  struct Case {
+    std::string body;
+    std::optional<std::string> rewritten;
+  };
+  const Case cases[] = {
+      {R"({"model":"m","stream":true})",
+       R"({"stream_options":{"include_usage":true},"model":"m","stream":true})"},
+      {R"({"stream":true,"stream_options":null})",
+       R"({"stream":true,"stream_options":{"include_usage":true}})"},
+      {R"({"stream":true,"stream_options":{}})",
+       R"({"stream":true,"stream_options":{"include_usage":true}})"},
+      {R"({"stream":true,"stream_options":{"x":1}})",
+       R"({"stream":true,"stream_options":{"include_usage":true,"x":1}})"},
+      {R"({"stream":true,"stream_options":{"include_usage":false}})",
+       R"({"stream":true,"stream_options":{"include_usage":true}})"},
+      {R"({"stream":true,"stream_options":{"include_usage":true}})", std::nullopt},
+      {R"({"stream":false})", std::nullopt},
+      {R"({"model":"m"})", std::nullopt},
+      {R"(not json)", std::nullopt},
+      {R"({"stream":true,"stream_options":7})", std::nullopt},
+  };
+  for (const Case& c : cases) {
+    RequestPlan plan = PlanRequest("POST", "/v1/chat/completions", c.body);
+    EXPECT_EQ(plan.shape, ApiShape::kChatCompletions);
+    EXPECT_EQ(plan.body, c.rewritten) << c.body;
+    EXPECT_EQ(plan.injected, c.rewritten.has_value()) << c.body;
+    if (plan.body) {
+      EXPECT_TRUE(json::Parse(*plan.body).has_value()) << *plan.body;
+    }
+  }
+  // Other shapes and methods are never rewritten.
+  EXPECT_FALSE(PlanRequest("POST", "/v1/responses", R"({"stream":true})").body.has_value());
+  EXPECT_EQ(PlanRequest("GET", "/v1/chat/completions", "").shape, ApiShape::kOther);
+}
+
+TEST(ResponseMeterTest, JsonBodiesOfEveryFormat) {
+  struct Case {
+    ApiShape shape;
+    std::string body;
+    Outcome outcome;
+    TokenUsage usage;
+  };
+  const Case cases[] = {
+      {ApiShape::kChatCompletions,
+       R"({"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}})",
+       Outcome::kKnown, {12, 5}},
+      {ApiShape::kResponses,
+       R"({"usage":{"input_tokens":30,"input_tokens_details":{"cached_tokens":10},"output_tokens":4}})",
+       Outcome::kKnown, {30, 4}},
+      {ApiShape::kAnthropicMessages,
+       R"({"usage":{"input_tokens":10,"cache_read_input_tokens":5,"cache_creation_input_tokens":2,"output_tokens":7}})",
+       Outcome::kKnown, {17, 7}},
+      {ApiShape::kChatCompletions, R"({"choices":[]})", Outcome::kUnknown, {}},
+      {ApiShape::kChatCompletions, R"({"usage":null})", Outcome::kUnknown, {}},
+      {ApiShape::kChatCompletions, R"({"usage":{"prompt_tokens":-1,"completion_tokens":2}})",
+       Outcome::kUnknown, {}},
+      {ApiShape::kChatCompletions, R"({"usage":{"prompt_tokens":3}})", Outcome::kUnknown, {}},
+      {ApiShape::kChatCompletions, R"({truncated)", Outcome::kUnknown, {}},
+      {ApiShape::kOther, R"({"data":[]})", Outcome::kNotMetered, {}},
+      {ApiShape::kOther, R"({"usage":{"prompt_tokens":1,"completion_tokens":2}})",
+       Outcome::kKnown, {1, 2}},
+  };
+  for (const Case& c : cases) {
+    ResponseMeter meter(c.shape, false);
+    meter.Begin(200, "application/json");
+    EXPECT_EQ(Meter(meter, c.body, 7), c.body);
+    EXPECT_EQ(meter.outcome(), c.outcome) << c.body;
+    if (c.outcome == Outcome::kKnown) {
+      EXPECT_EQ(meter.usage(), c.usage) << c.body;
+    }
+  }
+}
+
+TEST(ResponseMeterTest, ErrorsAreNotMeteredAndCutJsonIsUnknown) {
+  ResponseMeter error(ApiShape::kChatCompletions, false);
+  error.Begin(401, "application/json");
+  Meter(error, R"({"error":{"message":"bad key"}})", 100);
+  EXPECT_EQ(error.outcome(), Outcome::kNotMetered);
+
+  ResponseMeter cut(ApiShape::kChatCompletions, false);
+  cut.Begin(200, "application/json");
+  Meter(cut, R"({"usage":{"prompt_tokens":1,"completion_tokens":2}})", 100, /*complete=*/false);
+  EXPECT_EQ(cut.outcome(), Outcome::kUnknown);
+}
+
+const char kChatStream[] =
+    "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}\n\n"
+    ": keep-alive comment\n\n"
+    "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n"
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3}}\n\n"
+    "data: [DONE]\n\n";
+
+TEST(ResponseMeterTest, ChatStreamIsRelayedByteForByteAtAnySplit) {
+  for (size_t step : {1u, 2u, 5u, 64u, 4096u}) {
+    ResponseMeter meter(ApiShape::kChatCompletions, false);
+    meter.Begin(200, "text/event-stream; charset=utf-8");
+    EXPECT_EQ(Meter(meter, kChatStream, step), kChatStream) << step;
+    EXPECT_EQ(meter.outcome(), Outcome::kKnown);
+    EXPECT_EQ(meter.usage(), (TokenUsage{9, 3}));
+  }
+}
+
+TEST(ResponseMeterTest, InjectedUsageChunkIsStrippedAtAnySplitAndCrLf) {
+  std::string expected(kChatStream);
+  const std::string usage_event =
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3}}\n\n";
+  expected.erase(expected.find(usage_event), usage_event.size());
+  for (size_t step : {1u, 3u, 4096u}) {
+    ResponseMeter meter(ApiShape::kChatCompletions, true);
+    meter.Begin(200, "text/event-stream");
+    EXPECT_EQ(Meter(meter, kChatStream, step), expected) << step;
+    EXPECT_EQ(meter.usage(), (TokenUsage{9, 3}));
+  }
+  std::string crlf;
+  for (char c : std::string(kChatStream)) {
+    crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  }
+  ResponseMeter meter(ApiShape::kChatCompletions, true);
+  meter.Begin(200, "text/event-stream");
+  const std::string out = Meter(meter, crlf, 2);
+  EXPECT_EQ(out.find("prompt_tokens"), std::string::npos);
+  EXPECT_NE(out.find("[DONE]"), std::string::npos);
+  EXPECT_EQ(meter.usage(), (TokenUsage{9, 3}));
+}
+
+TEST(ResponseMeterTest, ChatStreamCutBeforeUsageIsUnknown) {
+  const std::string stream(kChatStream);
+  ResponseMeter meter(ApiShape::kChatCompletions, false);
+  meter.Begin(200, "text/event-stream");
+  Meter(meter, stream.substr(0, stream.find("data: {\"choices\":[],")), 16, false);
+  EXPECT_EQ(meter.outcome(), Outcome::kUnknown);
+}
+
+TEST(ResponseMeterTest, ResponsesApiStream) {
+  const std::string stream =
+      "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n"
+      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\"}\n\n"
+      "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":"
+      "{\"usage\":{\"input_tokens\":40,\"output_tokens\":8}}}\n\n";
+  ResponseMeter meter(ApiShape::kResponses, false);
+  meter.Begin(200, "text/event-stream");
+  EXPECT_EQ(Meter(meter, stream, 3), stream);
+  EXPECT_EQ(meter.outcome(), Outcome::kKnown);
+  EXPECT_EQ(meter.usage(), (TokenUsage{40, 8}));
+
+  ResponseMeter cut(ApiShape::kResponses, false);
+  cut.Begin(200, "text/event-stream");
+  Meter(cut, stream.substr(0, stream.find("event: response.completed")), 3, false);
+  EXPECT_EQ(cut.outcome(), Outcome::kUnknown);
+}
+
+TEST(ResponseMeterTest, AnthropicStreamOverwritesCumulativeOutput) {
+  const std::string stream =
+      "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
+      "{\"input_tokens\":20,\"cache_read_input_tokens\":6,\"cache_creation_input_tokens\":4,"
+      "\"output_tokens\":1}}}\n\n"
+      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\"}\n\n"
+      "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\n"
+      "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":12}}\n\n"
+      "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+  ResponseMeter meter(ApiShape::kAnthropicMessages, false);
+  meter.Begin(200, "text/event-stream");
+  EXPECT_EQ(Meter(meter, stream, 11), stream);
+  EXPECT_EQ(meter.outcome(), Outcome::kKnown);
+  EXPECT_EQ(meter.usage(), (TokenUsage{30, 12})) << "overwrite, never add";
+
+  ResponseMeter started_only(ApiShape::kAnthropicMessages, false);
+  started_only.Begin(200, "text/event-stream");
+  Meter(started_only, stream.substr(0, stream.find("event: content_block_delta")), 11, false);
+  EXPECT_EQ(started_only.outcome(), Outcome::kUnknown) << "output never arrived";
+}
+
+TEST(ResponseMeterTest, HostileStreamsNeverCrashAndStayRelayed) {
+  const std::string garbage = "data: {\"usage\":\ndata: [[[[[[\n\n\r\r\n:::\ndata\n\n" +
+                              std::string(1000, '{') + "\n\n";
+  ResponseMeter meter(ApiShape::kChatCompletions, false);
+  meter.Begin(200, "text/event-stream");
+  EXPECT_EQ(Meter(meter, garbage, 13), garbage);
+  EXPECT_EQ(meter.outcome(), Outcome::kUnknown);
+}
+
+}  // namespace
+}  // namespace ktesio::daemon::metering
