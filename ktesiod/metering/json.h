@@ -23,9 +23,9 @@ enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
 struct Value {
   Kind kind = Kind::kNull;
   bool boolean = false;
-  std::string text;  // the decoded string, or a number's source text
-  std::vector<Value> items;                              // arrays
-  std::vector<std::pair<std::string, Value>> members;    // objects, in source order
+  std::string text;          // the decoded string, or a number's source text
+  std::vector<Value> items;  // arrays
+  std::vector<std::pair<std::string, Value>> members;  // objects, in source order
   size_t begin = 0;  // byte span [begin, end) of this value in the source
   size_t end = 0;
 

@@ -95,9 +95,9 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
     if (include != nullptr) {
       plan.body = Splice(body, include->begin, include->end, "true");
     } else {
-      plan.body = Splice(body, options->begin + 1, options->begin + 1,
-                         options->members.empty() ? R"("include_usage":true)"
-                                                  : R"("include_usage":true,)");
+      plan.body =
+          Splice(body, options->begin + 1, options->begin + 1,
+                 options->members.empty() ? R"("include_usage":true)" : R"("include_usage":true,)");
     }
   } else {
     return plan;  // a malformed stream_options: the provider will say so
@@ -274,8 +274,8 @@ void ResponseMeter::ObserveUsageObject(const json::Value& usage) {
   if (anthropic_started_) {
     // Anthropic message_delta: cumulative counts — overwrite what is present, never add.
     anthropic_input_ = UintOr(input, anthropic_input_);
-    anthropic_cache_create_ = UintOr(usage.Find("cache_creation_input_tokens"),
-                                     anthropic_cache_create_);
+    anthropic_cache_create_ =
+        UintOr(usage.Find("cache_creation_input_tokens"), anthropic_cache_create_);
     anthropic_cache_read_ = UintOr(usage.Find("cache_read_input_tokens"), anthropic_cache_read_);
     usage_.input = anthropic_input_ + anthropic_cache_create_ + anthropic_cache_read_;
     if (output != nullptr && output->AsUint()) {

@@ -31,8 +31,8 @@ ApiShape ShapeOfTarget(std::string_view target);
 
 struct RequestPlan {
   ApiShape shape = ApiShape::kOther;
-  bool streaming = false;      // a JSON body with "stream": true
-  bool injected = false;       // include_usage was added by the proxy
+  bool streaming = false;           // a JSON body with "stream": true
+  bool injected = false;            // include_usage was added by the proxy
   std::optional<std::string> body;  // the rewritten body, when rewritten
 };
 RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body);

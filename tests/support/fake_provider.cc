@@ -190,10 +190,10 @@ HttpResponse HttpRequest(uint16_t port, const std::string& method, const std::st
 }
 
 bool MakeSelfSignedCert(const std::string& dir) {
-  RunResult made = RunProcess({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-                               "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days",
-                               "2", "-subj", "/CN=localhost", "-addext",
-                               "subjectAltName=DNS:localhost"});
+  RunResult made =
+      RunProcess({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                  dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "2", "-subj",
+                  "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"});
   return made.exit_code == 0;
 }
 

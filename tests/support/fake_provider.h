@@ -47,9 +47,9 @@ class FakeProvider {
 };
 
 struct HttpResponse {
-  int status = 0;  // 0 when the exchange failed
+  int status = 0;                              // 0 when the exchange failed
   std::map<std::string, std::string> headers;  // lower-case names
-  std::string body;  // de-chunked
+  std::string body;                            // de-chunked
   std::string error;
 };
 

@@ -6,6 +6,7 @@
 #include <openssl/ssl.h>
 
 #include <array>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -44,8 +45,9 @@ auto Await(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec
 // Hop-by-hop headers (RFC 9110 §7.6.1) plus the ones the proxy re-frames or rewrites itself.
 bool IsHopByHop(std::string_view name, const std::vector<std::string>& connection_listed) {
   static constexpr std::string_view kNames[] = {
-      "connection",        "keep-alive", "proxy-connection", "te",     "trailer",
-      "transfer-encoding", "upgrade",    "proxy-authorization", "proxy-authenticate"};
+      "connection",        "keep-alive",        "proxy-connection", "te",
+      "trailer",           "transfer-encoding", "upgrade",          "proxy-authorization",
+      "proxy-authenticate"};
   const std::string lower = absl::AsciiStrToLower(std::string(name));
   for (std::string_view hop : kNames) {
     if (lower == hop) {
@@ -67,8 +69,8 @@ std::vector<std::string> ConnectionListed(const http::header<isRequest, Fields>&
     if (field.name() != http::field::connection) {
       continue;
     }
-    for (absl::string_view token : absl::StrSplit(
-             absl::string_view(field.value().data(), field.value().size()), ',')) {
+    for (absl::string_view token :
+         absl::StrSplit(absl::string_view(field.value().data(), field.value().size()), ',')) {
       std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(token));
       if (!name.empty() && name != "close" && name != "keep-alive") {
         names.push_back(std::move(name));
@@ -78,12 +80,30 @@ std::vector<std::string> ConnectionListed(const http::header<isRequest, Fields>&
   return names;
 }
 
+// Keep-alive per RFC 9112 §9.3 over EVERY Connection field (Beast's keep_alive() reads one).
+template <bool isRequest, class Fields>
+bool WantsKeepAlive(const http::header<isRequest, Fields>& head) {
+  bool close = false;
+  bool keep = false;
+  for (const auto& field : head) {
+    if (field.name() != http::field::connection) {
+      continue;
+    }
+    for (absl::string_view token :
+         absl::StrSplit(absl::string_view(field.value().data(), field.value().size()), ',')) {
+      const std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(token));
+      close = close || name == "close";
+      keep = keep || name == "keep-alive";
+    }
+  }
+  return !close && (head.version() >= 11 || keep);
+}
+
 std::string FixedResponse(unsigned status, std::string_view reason, std::string_view body,
                           bool keep_alive) {
   return absl::StrCat("HTTP/1.1 ", status, " ", std::string(reason),
                       "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
-                      keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n",
-                      std::string(body));
+                      keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n", std::string(body));
 }
 
 // One upstream connection, plain or TLS.
@@ -113,11 +133,11 @@ struct ConnState {
 
 // How one request/response exchange ended.
 enum class Exchange {
-  kDone,         // response relayed completely
-  kRetry,        // a reused connection failed before any response byte: retry on a fresh one
-  kBadGateway,   // the upstream failed before the response head: answer 502
-  kCutOff,       // the response was cut off after it began: close the client connection
-  kClientGone,   // the client went away mid-response
+  kDone,        // response relayed completely
+  kRetry,       // a reused connection failed before any response byte: retry on a fresh one
+  kBadGateway,  // the upstream failed before the response head: answer 502
+  kCutOff,      // the response was cut off after it began: close the client connection
+  kClientGone,  // the client went away mid-response
 };
 
 }  // namespace
@@ -170,10 +190,10 @@ absl::StatusOr<std::unique_ptr<MeteringProxy>> MeteringProxy::Create(
   if (!impl->options.ca_file.empty()) {
     impl->tls.load_verify_file(impl->options.ca_file, ec);
     if (ec) {
-      return contract::MakeError(
-          absl::StatusCode::kInvalidArgument, contract::reason::kConfigInvalid,
-          absl::StrCat("metering CA file '", impl->options.ca_file,
-                       "' could not be loaded: ", ec.message()));
+      return contract::MakeError(absl::StatusCode::kInvalidArgument,
+                                 contract::reason::kConfigInvalid,
+                                 absl::StrCat("metering CA file '", impl->options.ca_file,
+                                              "' could not be loaded: ", ec.message()));
     }
   }
   impl->tls.set_verify_mode(ssl::verify_peer);
@@ -230,8 +250,8 @@ absl::StatusOr<uint16_t> MeteringProxy::Open(const std::string& instance, const 
   if (ec) {
     return contract::MakeError(
         absl::StatusCode::kFailedPrecondition, contract::reason::kLaunchFailed,
-        absl::StrCat("the metering proxy for '", instance, "' could not listen on 127.0.0.1:",
-                     port, ": ", ec.message()));
+        absl::StrCat("the metering proxy for '", instance, "' could not listen on 127.0.0.1:", port,
+                     ": ", ec.message()));
   }
   const uint16_t bound = listener->acceptor.local_endpoint().port();
   impl_->listeners[instance] = listener;
@@ -361,23 +381,25 @@ void MeteringProxy::Impl::Report(const std::string& instance, const RequestPlan&
 template <class Stream>
 asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
     Stream& upstream_stream, UpstreamConn& up, ConnState& conn,
-    http::request<http::string_body>& out, bool reused, const RequestPlan& plan,
-    bool head_request, int client_version, bool& keep_alive, const std::string& instance) {
+    http::request<http::string_body>& out, bool reused, const RequestPlan& plan, bool head_request,
+    int client_version, bool& keep_alive, const std::string& instance) {
   error_code ec;
   up.lowest().expires_after(options.idle_timeout);
   co_await http::async_write(upstream_stream, out, Await(ec));
   if (ec) {
+    log->debug("metering proxy: upstream write failed reused={} ({})", reused, ec.message());
     co_return reused ? Exchange::kRetry : Exchange::kBadGateway;
   }
   http::response_parser<http::buffer_body> parser;
   parser.header_limit(kHeaderLimit);
-  parser.body_limit(boost::none);
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // responses: unbounded
   if (head_request) {
     parser.skip(true);
   }
   co_await http::async_read_header(upstream_stream, up.buffer, parser, Await(ec));
   if (ec) {
-    co_return reused && up.buffer.size() == 0 ? Exchange::kRetry : Exchange::kBadGateway;
+    log->warn("metering proxy: reading the upstream response head failed ({})", ec.message());
+    co_return reused&& up.buffer.size() == 0 ? Exchange::kRetry : Exchange::kBadGateway;
   }
   auto& response = parser.get();
   const unsigned status = response.result_int();
@@ -392,9 +414,8 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   if (!no_body && !pass_length && !chunked) {
     keep_alive = false;
   }
-  const beast::string_view reason = response.reason().empty()
-                                        ? http::obsolete_reason(response.result())
-                                        : response.reason();
+  const beast::string_view reason =
+      response.reason().empty() ? http::obsolete_reason(response.result()) : response.reason();
   std::string head =
       absl::StrCat("HTTP/1.1 ", status, " ", std::string(reason.data(), reason.size()), "\r\n");
   const std::vector<std::string> listed = ConnectionListed(response.base());
@@ -484,7 +505,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       co_return Exchange::kClientGone;
     }
   }
-  if (!parser.keep_alive()) {
+  if (!WantsKeepAlive(response.base())) {
     up.Reset();
   }
   co_return Exchange::kDone;
@@ -500,6 +521,11 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
     parser.body_limit(options.max_request_bytes);
     conn->client.expires_after(options.idle_timeout);
     co_await http::async_read_header(conn->client, buffer, parser, Await(ec));
+    if (ec == http::error::body_limit) {  // a declared Content-Length over the cap
+      const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
+      co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
+      co_return;
+    }
     if (ec) {
       if (ec == http::error::header_limit) {
         const std::string reply = FixedResponse(431, "Request Header Fields Too Large", "", false);
@@ -513,12 +539,6 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
       co_return;
     }
     const auto& head = parser.get();
-    if (parser.content_length().has_value() &&
-        *parser.content_length() > options.max_request_bytes) {
-      const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
-      co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
-      co_return;
-    }
     if (beast::iequals(head[http::field::expect], "100-continue")) {
       co_await asio::async_write(conn->client, asio::buffer("HTTP/1.1 100 Continue\r\n\r\n", 25),
                                  Await(ec));
@@ -538,7 +558,7 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
       co_return;
     }
     http::request<http::string_body> request = parser.release();
-    bool keep_alive = request.keep_alive();
+    bool keep_alive = WantsKeepAlive(request.base());
     const std::string_view method(request.method_string().data(), request.method_string().size());
     const std::string_view target(request.target().data(), request.target().size());
     const RequestPlan plan = PlanRequest(method, target, request.body());
@@ -579,8 +599,8 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
         result = co_await Relay(*conn->up.tls, conn->up, *conn, out, reused, plan, head_request,
                                 request.version(), keep_alive, listener->instance);
       } else {
-        result = co_await Relay(*conn->up.plain, conn->up, *conn, out, reused, plan,
-                                head_request, request.version(), keep_alive, listener->instance);
+        result = co_await Relay(*conn->up.plain, conn->up, *conn, out, reused, plan, head_request,
+                                request.version(), keep_alive, listener->instance);
       }
       if (result != Exchange::kRetry) {
         break;

@@ -31,8 +31,8 @@
 namespace ktesio::daemon::metering {
 
 struct ProxyOptions {
-  size_t max_request_bytes = 32u << 20;      // larger request bodies get 413
-  std::string ca_file;                       // extra trust anchors for https upstreams
+  size_t max_request_bytes = 32u << 20;  // larger request bodies get 413
+  std::string ca_file;                   // extra trust anchors for https upstreams
   std::chrono::milliseconds connect_timeout{30'000};
   std::chrono::milliseconds idle_timeout{600'000};  // silence in either direction → close
 };
@@ -50,8 +50,8 @@ class MeteringProxy {
   using OnCall = std::function<void(CallRecord)>;
 
   // Starts the proxy thread. Errors: INVALID_ARGUMENT when `options.ca_file` cannot be loaded.
-  static absl::StatusOr<std::unique_ptr<MeteringProxy>> Create(
-      ProxyOptions options, OnCall on_call, std::shared_ptr<spdlog::logger> log);
+  static absl::StatusOr<std::unique_ptr<MeteringProxy>> Create(ProxyOptions options, OnCall on_call,
+                                                               std::shared_ptr<spdlog::logger> log);
   ~MeteringProxy();  // closes every listener and connection, joins the thread
 
   MeteringProxy(const MeteringProxy&) = delete;

@@ -24,9 +24,9 @@ std::string Upstream::TargetFor(std::string_view client_target) const {
 
 absl::StatusOr<Upstream> ParseUpstream(std::string_view key, std::string_view url) {
   auto bad = [&](std::string_view why) {
-    return contract::MakeError(absl::StatusCode::kInvalidArgument, contract::reason::kConfigInvalid,
-                               absl::StrCat("'", std::string(key), "' is not a usable upstream: ",
-                                            std::string(why)));
+    return contract::MakeError(
+        absl::StatusCode::kInvalidArgument, contract::reason::kConfigInvalid,
+        absl::StrCat("'", std::string(key), "' is not a usable upstream: ", std::string(why)));
   };
   if (url.empty()) {
     return bad("it is not set");

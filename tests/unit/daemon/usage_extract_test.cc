@@ -24,7 +24,8 @@ std::string Meter(ResponseMeter& meter, std::string_view body, size_t step, bool
 }
 
 TEST(JsonTest, ParsesAndRejects) {
-  std::optional<json::Value> v = json::Parse(R"( {"a":[1,2,{"b":"x\u00e9\ud83d\ude00"}],"n":null} )");
+  std::optional<json::Value> v =
+      json::Parse(R"( {"a":[1,2,{"b":"x\u00e9\ud83d\ude00"}],"n":null} )");
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(v->Find("a")->items.size(), 3u);
   EXPECT_EQ(v->Find("a")->items[2].Find("b")->text, "x\xc3\xa9\xf0\x9f\x98\x80");
@@ -97,22 +98,29 @@ TEST(ResponseMeterTest, JsonBodiesOfEveryFormat) {
   const Case cases[] = {
       {ApiShape::kChatCompletions,
        R"({"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}})",
-       Outcome::kKnown, {12, 5}},
+       Outcome::kKnown,
+       {12, 5}},
       {ApiShape::kResponses,
        R"({"usage":{"input_tokens":30,"input_tokens_details":{"cached_tokens":10},"output_tokens":4}})",
-       Outcome::kKnown, {30, 4}},
+       Outcome::kKnown,
+       {30, 4}},
       {ApiShape::kAnthropicMessages,
        R"({"usage":{"input_tokens":10,"cache_read_input_tokens":5,"cache_creation_input_tokens":2,"output_tokens":7}})",
-       Outcome::kKnown, {17, 7}},
+       Outcome::kKnown,
+       {17, 7}},
       {ApiShape::kChatCompletions, R"({"choices":[]})", Outcome::kUnknown, {}},
       {ApiShape::kChatCompletions, R"({"usage":null})", Outcome::kUnknown, {}},
-      {ApiShape::kChatCompletions, R"({"usage":{"prompt_tokens":-1,"completion_tokens":2}})",
-       Outcome::kUnknown, {}},
+      {ApiShape::kChatCompletions,
+       R"({"usage":{"prompt_tokens":-1,"completion_tokens":2}})",
+       Outcome::kUnknown,
+       {}},
       {ApiShape::kChatCompletions, R"({"usage":{"prompt_tokens":3}})", Outcome::kUnknown, {}},
       {ApiShape::kChatCompletions, R"({truncated)", Outcome::kUnknown, {}},
       {ApiShape::kOther, R"({"data":[]})", Outcome::kNotMetered, {}},
-      {ApiShape::kOther, R"({"usage":{"prompt_tokens":1,"completion_tokens":2}})",
-       Outcome::kKnown, {1, 2}},
+      {ApiShape::kOther,
+       R"({"usage":{"prompt_tokens":1,"completion_tokens":2}})",
+       Outcome::kKnown,
+       {1, 2}},
   };
   for (const Case& c : cases) {
     ResponseMeter meter(c.shape, false);
@@ -187,7 +195,8 @@ TEST(ResponseMeterTest, ChatStreamCutBeforeUsageIsUnknown) {
 
 TEST(ResponseMeterTest, ResponsesApiStream) {
   const std::string stream =
-      "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n"
+      "event: response.created\ndata: "
+      "{\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n"
       "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\"}\n\n"
       "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":"
       "{\"usage\":{\"input_tokens\":40,\"output_tokens\":8}}}\n\n";
@@ -210,7 +219,8 @@ TEST(ResponseMeterTest, AnthropicStreamOverwritesCumulativeOutput) {
       "\"output_tokens\":1}}}\n\n"
       "event: content_block_delta\ndata: {\"type\":\"content_block_delta\"}\n\n"
       "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\n"
-      "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":12}}\n\n"
+      "event: message_delta\ndata: "
+      "{\"type\":\"message_delta\",\"usage\":{\"output_tokens\":12}}\n\n"
       "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
   ResponseMeter meter(ApiShape::kAnthropicMessages, false);
   meter.Begin(200, "text/event-stream");
@@ -225,8 +235,8 @@ TEST(ResponseMeterTest, AnthropicStreamOverwritesCumulativeOutput) {
 }
 
 TEST(ResponseMeterTest, HostileStreamsNeverCrashAndStayRelayed) {
-  const std::string garbage = "data: {\"usage\":\ndata: [[[[[[\n\n\r\r\n:::\ndata\n\n" +
-                              std::string(1000, '{') + "\n\n";
+  const std::string garbage =
+      "data: {\"usage\":\ndata: [[[[[[\n\n\r\r\n:::\ndata\n\n" + std::string(1000, '{') + "\n\n";
   ResponseMeter meter(ApiShape::kChatCompletions, false);
   meter.Begin(200, "text/event-stream");
   EXPECT_EQ(Meter(meter, garbage, 13), garbage);

@@ -1,0 +1,392 @@
+// The metering proxy over real loopback sockets against the fake provider (a real HTTP server
+// in another process): forwarding, streaming, usage per format, honest failures, TLS.
+
+#include "metering/proxy/proxy.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <thread>
+
+#include "fake_provider.h"
+#include "gtest/gtest.h"
+#include "json.h"
+#include "process.h"
+#include "spdlog/sinks/null_sink.h"
+#include "spdlog/spdlog.h"
+
+namespace ktesio::daemon::metering {
+namespace {
+
+using testing::FakeProvider;
+using testing::HttpRequest;
+using testing::HttpResponse;
+using testing::TempDir;
+using testing::WaitFor;
+
+class ProxyTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(provider_.ok()); }
+
+  std::unique_ptr<MeteringProxy> MakeProxy(ProxyOptions options = {}) {
+    auto proxy = MeteringProxy::Create(
+        std::move(options),
+        [this](CallRecord record) {
+          std::lock_guard lock(mu_);
+          records_.push_back(std::move(record));
+        },
+        std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>()));
+    EXPECT_TRUE(proxy.ok()) << proxy.status();
+    return proxy.ok() ? std::move(*proxy) : nullptr;
+  }
+
+  uint16_t OpenFor(MeteringProxy& proxy, const std::string& url) {
+    absl::StatusOr<Upstream> upstream = ParseUpstream("metering.upstream_base_url", url);
+    EXPECT_TRUE(upstream.ok()) << upstream.status();
+    absl::StatusOr<uint16_t> port = proxy.Open("agent", *upstream, 0, false);
+    EXPECT_TRUE(port.ok()) << port.status();
+    return port.ok() ? *port : 0;
+  }
+
+  std::vector<CallRecord> Records(size_t at_least) {
+    WaitFor([&] {
+      std::lock_guard lock(mu_);
+      return records_.size() >= at_least;
+    });
+    std::lock_guard lock(mu_);
+    return records_;
+  }
+
+  TempDir dir_;
+  FakeProvider provider_{dir_.path()};
+  std::mutex mu_;
+  std::vector<CallRecord> records_;
+};
+
+TEST_F(ProxyTest, ParseUpstreamAcceptsProviderUrlsAndRejectsCredentials) {
+  absl::StatusOr<Upstream> u = ParseUpstream("k", "https://api.example.com/v1/?api-version=2");
+  ASSERT_TRUE(u.ok());
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->port, "443");
+  EXPECT_EQ(u->host_header, "api.example.com");
+  EXPECT_EQ(u->TargetFor("/chat/completions"), "/v1/chat/completions?api-version=2");
+  EXPECT_EQ(u->TargetFor("/models?x=1"), "/v1/models?x=1&api-version=2");
+  u = ParseUpstream("k", "http://[::1]:8080");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->host, "::1");
+  EXPECT_EQ(u->port, "8080");
+  for (const char* bad : {"", "ftp://x", "http://user:sk-secret@host/v1", "http://host:0",
+                          "http://host:99999", "http:///v1", "http://host/#frag",
+                          "http://ho st"}) {
+    absl::StatusOr<Upstream> parsed = ParseUpstream("metering.upstream_base_url", bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(std::string(parsed.status().message()).find("metering.upstream_base_url"),
+              std::string::npos);
+    EXPECT_EQ(std::string(parsed.status().message()).find("sk-secret"), std::string::npos);
+  }
+}
+
+TEST_F(ProxyTest, NonStreamingCallsOfEveryFormatAreMeteredAsReported) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url() + "/v1");
+  for (const char* path : {"/chat/completions", "/responses", "/messages"}) {
+    HttpResponse r = HttpRequest(port, "POST", path, R"({"model":"m","input":"hello"})",
+                                 {"Content-Type: application/json"});
+    EXPECT_EQ(r.status, 200) << path << r.error;
+  }
+  std::vector<CallRecord> records = Records(3);
+  std::vector<FakeProvider::Call> calls = provider_.Calls();
+  ASSERT_EQ(records.size(), 3u);
+  ASSERT_EQ(calls.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(records[i].known);
+    EXPECT_EQ(records[i].usage.input, calls[i].input) << calls[i].path;
+    EXPECT_EQ(records[i].usage.output, calls[i].output) << calls[i].path;
+    EXPECT_EQ(records[i].instance, "agent");
+  }
+}
+
+TEST_F(ProxyTest, StreamingChatGetsIncludeUsageInjectedAndTheExtraChunkStripped) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url() + "/v1");
+  HttpResponse r = HttpRequest(port, "POST", "/chat/completions",
+                               R"({"model":"m","stream":true,"messages":[]})");
+  ASSERT_EQ(r.status, 200) << r.error;
+  EXPECT_NE(r.body.find("[DONE]"), std::string::npos);
+  EXPECT_EQ(r.body.find("\"choices\": []"), std::string::npos) << "usage chunk not asked for";
+  EXPECT_NE(r.body.find("wor"), std::string::npos);
+  // The client that asks gets the usage chunk.
+  HttpResponse asked = HttpRequest(
+      port, "POST", "/chat/completions",
+      R"({"model":"m","stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_EQ(asked.status, 200);
+  EXPECT_NE(asked.body.find("\"choices\": []"), std::string::npos);
+  std::vector<CallRecord> records = Records(2);
+  std::vector<FakeProvider::Call> calls = provider_.Calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_TRUE(calls[0].include_usage) << "the proxy asked on the client's behalf";
+  ASSERT_EQ(records.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(records[i].known);
+    EXPECT_EQ(records[i].usage.input, calls[i].input);
+    EXPECT_EQ(records[i].usage.output, calls[i].output);
+  }
+}
+
+TEST_F(ProxyTest, StreamingResponsesAndAnthropicAreMetered) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  ASSERT_EQ(HttpRequest(port, "POST", "/v1/responses", R"({"model":"m","stream":true})").status,
+            200);
+  HttpResponse anthropic =
+      HttpRequest(port, "POST", "/v1/messages", R"({"model":"m","stream":true,"max_tokens":9})");
+  ASSERT_EQ(anthropic.status, 200);
+  EXPECT_NE(anthropic.body.find("message_stop"), std::string::npos);
+  std::vector<CallRecord> records = Records(2);
+  std::vector<FakeProvider::Call> calls = provider_.Calls();
+  ASSERT_EQ(records.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(records[i].known) << calls[i].path;
+    EXPECT_EQ(records[i].usage.input, calls[i].input) << calls[i].path;
+    EXPECT_EQ(records[i].usage.output, calls[i].output) << "overwrite, not add: " << calls[i].path;
+  }
+  EXPECT_EQ(records[1].shape, ApiShape::kAnthropicMessages);
+}
+
+TEST_F(ProxyTest, AbsentOrCutOffUsageIsUnknownNeverZero) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  EXPECT_EQ(HttpRequest(port, "POST", "/v1/chat/completions", R"({"model":"no-usage"})").status,
+            200);
+  EXPECT_EQ(HttpRequest(port, "POST", "/v1/responses", R"({"model":"no-usage","stream":true})")
+                .status,
+            200);
+  HttpResponse cut =
+      HttpRequest(port, "POST", "/v1/messages", R"({"model":"cut","stream":true})");
+  EXPECT_NE(cut.error, "") << "a cut-off stream must reach the client as cut off";
+  std::vector<CallRecord> records = Records(3);
+  ASSERT_EQ(records.size(), 3u);
+  for (const CallRecord& record : records) {
+    EXPECT_FALSE(record.known);
+  }
+}
+
+TEST_F(ProxyTest, NonModelCallsAndErrorsAreRelayedButNotMetered) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url() + "/v1");
+  HttpResponse models = HttpRequest(port, "GET", "/models");
+  EXPECT_EQ(models.status, 200);
+  EXPECT_NE(models.body.find("\"fake\""), std::string::npos);
+  HttpResponse denied =
+      HttpRequest(port, "POST", "/chat/completions", R"({"model":"unauthorized"})");
+  EXPECT_EQ(denied.status, 401);
+  EXPECT_NE(denied.body.find("invalid api key"), std::string::npos);
+  // A metered call after them shows nothing was recorded for either.
+  EXPECT_EQ(HttpRequest(port, "POST", "/chat/completions", R"({"model":"m"})").status, 200);
+  std::vector<CallRecord> records = Records(1);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_TRUE(records[0].known);
+}
+
+TEST_F(ProxyTest, HeadersAreRelayedMinusHopByHopWithHostRewrittenAndIdentityEncoding) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url() + "/base");
+  HttpResponse r = HttpRequest(port, "PUT", "/echo/x?q=1", "payload",
+                               {"Authorization: Bearer sk-test", "Accept-Encoding: gzip, br",
+                                "X-Custom: kept", "Connection: X-Drop", "X-Drop: gone",
+                                "Keep-Alive: timeout=5", "Proxy-Authorization: Basic abc",
+                                "TE: trailers"});
+  ASSERT_EQ(r.status, 200) << r.error;
+  std::optional<testing::Json> echo = testing::ParseJson(r.body);
+  ASSERT_TRUE(echo.has_value()) << r.body;
+  const testing::Json& headers = (*echo)["headers"];
+  EXPECT_EQ((*echo)["method"].string, "PUT");
+  EXPECT_EQ((*echo)["path"].string, "/base/echo/x?q=1");
+  EXPECT_EQ((*echo)["body_length"].number, "7");
+  EXPECT_EQ(headers["host"].string, "127.0.0.1:" + std::to_string(provider_.port()));
+  EXPECT_EQ(headers["authorization"].string, "Bearer sk-test");
+  EXPECT_EQ(headers["accept-encoding"].string, "identity");
+  EXPECT_EQ(headers["x-custom"].string, "kept");
+  for (const char* gone : {"x-drop", "keep-alive", "proxy-authorization", "te"}) {
+    EXPECT_EQ(headers.Find(gone), nullptr) << gone;
+  }
+  EXPECT_EQ(HttpRequest(port, "DELETE", "/echo/y").status, 200);
+  EXPECT_EQ(HttpRequest(port, "HEAD", "/anything").status, 200);
+}
+
+TEST_F(ProxyTest, StreamsAreRelayedAsTheyArriveNotBuffered) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  // The provider sends the first chunk, then holds the rest until /release: a buffering proxy
+  // would never deliver the first chunk, and this read would time out.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  timeval timeout{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const std::string body = R"({"model":"gate","stream":true})";
+  const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  std::string received;
+  char buffer[4096];
+  while (received.find("Hel") == std::string::npos) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    ASSERT_GT(n, 0) << "first chunk never arrived: the proxy buffered the stream";
+    received.append(buffer, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(received.find("wor"), std::string::npos);
+  EXPECT_EQ(HttpRequest(provider_.port(), "GET", "/release").status, 200);
+  while (received.find("0\r\n\r\n") == std::string::npos) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    ASSERT_GT(n, 0);
+    received.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  EXPECT_NE(received.find("[DONE]"), std::string::npos);
+  EXPECT_EQ(Records(1).size(), 1u);
+}
+
+TEST_F(ProxyTest, UnreachableUpstreamIs502NamingNeitherUrlNorKey) {
+  auto proxy = MakeProxy();
+  // A port nothing listens on: bind one, note it, close it.
+  int probe = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string dead_port = std::to_string(ntohs(addr.sin_port));
+  close(probe);
+  const uint16_t port = OpenFor(*proxy, "http://127.0.0.1:" + dead_port + "/v1");
+  HttpResponse r = HttpRequest(port, "POST", "/chat/completions", R"({"model":"m"})",
+                               {"Authorization: Bearer sk-live-SECRET"});
+  EXPECT_EQ(r.status, 502);
+  EXPECT_EQ(r.body, std::string(kBadGatewayBody));
+  EXPECT_EQ(r.body.find(dead_port), std::string::npos);
+  EXPECT_EQ(r.body.find("SECRET"), std::string::npos);
+}
+
+TEST_F(ProxyTest, OversizedRequestBodyIs413) {
+  ProxyOptions options;
+  options.max_request_bytes = 1024;
+  auto proxy = MakeProxy(options);
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  HttpResponse r = HttpRequest(port, "POST", "/v1/chat/completions", std::string(4096, 'x'));
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.body, std::string(kTooLargeBody));
+  EXPECT_TRUE(provider_.Calls().empty()) << "nothing reached the provider";
+}
+
+TEST_F(ProxyTest, MalformedHttpGets400AndTheProxyKeepsServing) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string junk = "GARBAGE \x01\x02 NOT-HTTP\r\n\r\n";
+  ASSERT_GT(write(fd, junk.data(), junk.size()), 0);
+  char buffer[512];
+  ssize_t n = read(fd, buffer, sizeof(buffer));
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buffer, static_cast<size_t>(n)).substr(0, 12), "HTTP/1.1 400");
+  close(fd);
+  EXPECT_EQ(HttpRequest(port, "GET", "/v1/models").status, 200);
+}
+
+TEST_F(ProxyTest, ConcurrentStreamsFromOneAgentAreAllMetered) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  constexpr int kCalls = 16;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kCalls; ++i) {
+    threads.emplace_back([&, i] {
+      const std::string body = R"({"model":"m","stream":true,"n":)" + std::to_string(i) + "}";
+      if (HttpRequest(port, "POST", "/v1/chat/completions", body).status == 200) {
+        ++ok;
+      }
+    });
+  }
+  for (std::thread& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(ok.load(), kCalls);
+  std::vector<CallRecord> records = Records(kCalls);
+  ASSERT_EQ(records.size(), static_cast<size_t>(kCalls));
+  uint64_t proxy_input = 0;
+  uint64_t provider_input = 0;
+  for (const CallRecord& record : records) {
+    proxy_input += record.usage.input;
+  }
+  for (const FakeProvider::Call& call : provider_.Calls()) {
+    provider_input += call.input;
+  }
+  EXPECT_EQ(proxy_input, provider_input);
+}
+
+TEST_F(ProxyTest, ClosingTheListenerRefusesNewConnectionsAndPortCanBeReclaimed) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  EXPECT_EQ(proxy->Port("agent"), port);
+  proxy->Close("agent");
+  EXPECT_EQ(proxy->Port("agent"), 0);
+  EXPECT_TRUE(WaitFor([&] { return HttpRequest(port, "GET", "/v1/models").status == 0; }));
+  // A re-adopted agent's URL names its old port: the proxy takes exactly that port back.
+  absl::StatusOr<Upstream> upstream = ParseUpstream("k", provider_.url());
+  absl::StatusOr<uint16_t> again = proxy->Open("agent", *upstream, port, true);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, port);
+  EXPECT_EQ(HttpRequest(port, "GET", "/v1/models").status, 200);
+}
+
+class TlsProxyTest : public ::testing::Test {};
+
+TEST_F(TlsProxyTest, HttpsUpstreamIsVerifiedAgainstTheCaFile) {
+  TempDir dir;
+  if (!testing::MakeSelfSignedCert(dir.path())) {
+    GTEST_SKIP() << "openssl CLI unavailable";
+  }
+  FakeProvider provider(dir.path(), dir / "cert.pem", dir / "key.pem");
+  ASSERT_TRUE(provider.ok());
+  auto log = std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::null_sink_mt>());
+  std::atomic<int> known{0};
+  auto on_call = [&](CallRecord record) { known += record.known ? 1 : 0; };
+  absl::StatusOr<Upstream> upstream = ParseUpstream("k", provider.url() + "/v1");
+  ASSERT_TRUE(upstream.ok());
+
+  // System trust store only: the self-signed certificate is refused → 502.
+  auto untrusting = MeteringProxy::Create({}, on_call, log);
+  ASSERT_TRUE(untrusting.ok());
+  absl::StatusOr<uint16_t> port = (*untrusting)->Open("a", *upstream, 0, false);
+  ASSERT_TRUE(port.ok());
+  EXPECT_EQ(HttpRequest(*port, "POST", "/chat/completions", R"({"model":"m"})").status, 502);
+
+  // With the CA file: verified, forwarded and metered.
+  ProxyOptions options;
+  options.ca_file = dir / "cert.pem";
+  auto trusting = MeteringProxy::Create(options, on_call, log);
+  ASSERT_TRUE(trusting.ok());
+  port = (*trusting)->Open("a", *upstream, 0, false);
+  ASSERT_TRUE(port.ok());
+  EXPECT_EQ(HttpRequest(*port, "POST", "/chat/completions", R"({"model":"m","stream":true})")
+                .status,
+            200);
+  EXPECT_TRUE(WaitFor([&] { return known.load() == 1; }));
+
+  options.ca_file = dir / "missing.pem";
+  EXPECT_FALSE(MeteringProxy::Create(options, on_call, log).ok());
+}
+
+}  // namespace
+}  // namespace ktesio::daemon::metering
