@@ -189,8 +189,10 @@ std::string_view CheckAuthority(std::string_view authority) {
 
 absl::StatusOr<std::string> CheckUrl(const KeySpec& spec, std::string_view value) {
   auto bad = [&](std::string_view why) {
+    // Never echo a value that may carry a credential (userinfo or a query string).
+    const bool may_hold_secret = value.find_first_of("@?") != std::string_view::npos;
     return ConfigInvalid(Cat("'", spec.key, "' must be an http:// or https:// URL: ", why,
-                             " (got '", Escape(value), "')"));
+                             may_hold_secret ? "" : Cat(" (got '", Escape(value), "')")));
   };
   for (char c : value) {
     const auto byte = static_cast<unsigned char>(c);

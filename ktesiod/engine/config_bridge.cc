@@ -27,7 +27,7 @@ int64_t Number(const std::vector<config::Entry>& entries, std::string_view key, 
 std::string MemoryDir(const std::string& home) { return home + "/memory"; }
 
 absl::StatusOr<std::vector<config::Entry>> ConfigBridge::Effective(
-    const store::InstanceRow& row) const {
+    const store::InstanceRow& row, const std::string& metering_base_url) const {
   config::Layers layers;
   absl::StatusOr<std::map<std::string, std::string>> instance =
       config::instance_file::Load(row.home);
@@ -37,6 +37,9 @@ absl::StatusOr<std::vector<config::Entry>> ConfigBridge::Effective(
   layers.instance = std::move(*instance);
   if (row.memory_kind == "filesystem") {
     layers.invocation_override["memory.dir"] = MemoryDir(row.home);
+  }
+  if (!metering_base_url.empty()) {
+    layers.invocation_override["metering.base_url"] = metering_base_url;
   }
   return config::Effective(layers);
 }
@@ -102,16 +105,9 @@ budget::Limits ConfigBridge::Limits(const store::InstanceRow& row) const {
 }
 
 absl::StatusOr<supervisor::Delivery> ConfigBridge::Deliver(
-    const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot) const {
-  if (snapshot.metering_source() == v1::METERING_SOURCE_ENGINE_OBSERVED) {
-    // Launching without the proxy would leave the agent silently unmetered: refuse instead.
-    return contract::MakeError(absl::StatusCode::kUnimplemented, contract::reason::kUnimplemented,
-                               absl::StrCat("'", row.name,
-                                            "' declares engine-observed metering, and the "
-                                            "loopback metering proxy is not implemented in this "
-                                            "ktesiod build"));
-  }
-  absl::StatusOr<std::vector<config::Entry>> entries = Effective(row);
+    const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot,
+    const std::string& metering_base_url) const {
+  absl::StatusOr<std::vector<config::Entry>> entries = Effective(row, metering_base_url);
   if (!entries.ok()) {
     return entries.status();
   }

@@ -23,7 +23,9 @@ class ConfigBridge {
 
   // The effective entries of an instance (engine defaults < kind defaults < instance file <
   // engine-injected reserved keys). Errors: CONFIG_INVALID for an unreadable instance file.
-  absl::StatusOr<std::vector<config::Entry>> Effective(const store::InstanceRow& row) const;
+  // `metering_base_url` is the instance's live metering proxy URL, when it has one.
+  absl::StatusOr<std::vector<config::Entry>> Effective(
+      const store::InstanceRow& row, const std::string& metering_base_url = "") const;
 
   // Supervisor settings from the effective config (defaults when the file is unreadable).
   supervisor::InstanceSettings Settings(const store::InstanceRow& row) const;
@@ -32,10 +34,12 @@ class ConfigBridge {
   // are inert). Defaults (no limits) when the file is unreadable.
   budget::Limits Limits(const store::InstanceRow& row) const;
 
-  // Renders and writes everything a start delivers; refuses with DELIVERY_FAILED (secret not
+  // Renders and writes everything a start delivers (with `metering_base_url` injected at the
+  // reserved key for an engine-observed instance); refuses with DELIVERY_FAILED (secret not
   // resolvable, {env:VAR} unset) or CONFIG_INVALID before anything is launched.
   absl::StatusOr<supervisor::Delivery> Deliver(const store::InstanceRow& row,
-                                               const v1::AdapterSnapshot& snapshot) const;
+                                               const v1::AdapterSnapshot& snapshot,
+                                               const std::string& metering_base_url) const;
 
   config::SecretsStore& secrets() { return secrets_; }
 

@@ -21,13 +21,26 @@ int64_t NowUnixMs() {
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const DaemonPaths& paths,
-                                                       std::shared_ptr<spdlog::logger> logger) {
+                                                       std::shared_ptr<spdlog::logger> logger,
+                                                       EngineOptions options) {
   absl::StatusOr<std::unique_ptr<store::Store>> store =
       store::Store::Open(paths.state_dir + "/state.db");
   if (!store.ok()) {
     return store.status();
   }
-  return std::unique_ptr<Engine>(new Engine(paths, std::move(*store), std::move(logger)));
+  std::unique_ptr<Engine> engine(new Engine(paths, std::move(*store), logger));
+  Engine* raw = engine.get();
+  absl::StatusOr<std::unique_ptr<metering::MeteringProxy>> proxy = metering::MeteringProxy::Create(
+      std::move(options.proxy),
+      [raw](metering::CallRecord record) {
+        raw->Post([raw, record = std::move(record)] { raw->RecordObservedCall(record); });
+      },
+      logger);
+  if (!proxy.ok()) {
+    return proxy.status();
+  }
+  engine->proxy_ = std::move(*proxy);
+  return engine;
 }
 
 Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
@@ -44,7 +57,7 @@ Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
                   supervisor::Hooks{
                       [this](const store::InstanceRow& row) { return config_.Settings(row); },
                       [this](const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot) {
-                        return config_.Deliver(row, snapshot);
+                        return DeliverFor(row, snapshot);
                       },
                       [this](const store::InstanceRow& row, supervisor::State from,
                              supervisor::State to) { OnTransition(row, from, to); }}) {
@@ -58,6 +71,7 @@ Engine::~Engine() { Stop(); }
 void Engine::Start() {
   Post([this] {
     supervisor_.Reconcile();
+    ReopenProxies();
     StartUsageAfterReconcile();
   });
   thread_ = std::thread([this] { io_.run(); });
@@ -131,6 +145,7 @@ absl::Status Engine::GetAgent(const v1::GetAgentRequest& request, v1::GetAgentRe
 
 v1::AgentInstance Engine::View(const store::InstanceRow& row) const {
   v1::AgentInstance view = BuildInstanceView(row);
+  view.set_proxy_url(ProxyUrl(row.name));
   v1::BudgetView budget;
   bool has_budget = false;
   FillUsage(row, view.mutable_usage(), &budget, &has_budget);

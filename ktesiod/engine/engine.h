@@ -21,6 +21,7 @@
 #include "ktesio/v1/logs.pb.h"
 #include "ktesio/v1/system.pb.h"
 #include "logs/reader.h"
+#include "metering/proxy/proxy.h"
 #include "paths/paths.h"
 #include "process/shim_backend.h"
 #include "registry/registry.h"
@@ -30,11 +31,17 @@
 
 namespace ktesio::daemon::engine {
 
+struct EngineOptions {
+  metering::ProxyOptions proxy;  // the engine-observed metering proxy (CA file, body cap)
+};
+
 class Engine {
  public:
-  // Opens the store under paths.state_dir. Errors: as store::Store::Open.
+  // Opens the store under paths.state_dir and starts the metering proxy's thread. Errors: as
+  // store::Store::Open; INVALID_ARGUMENT for an unloadable metering CA file.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const DaemonPaths& paths,
-                                                        std::shared_ptr<spdlog::logger> logger);
+                                                        std::shared_ptr<spdlog::logger> logger,
+                                                        EngineOptions options = {});
   ~Engine();
 
   // Starts the owner thread and reconciles instances with the OS. Stop() drains posted work.
@@ -151,6 +158,17 @@ class Engine {
   void FillUsage(const store::InstanceRow& row, v1::UsageView* usage, v1::BudgetView* budget,
                  bool* has_budget) const;
   std::map<std::string, UsageWatch> usage_watches_;
+  // Acts on the first breach committed with a batch of usage (pause/stop/warn), if any.
+  void ActOnBreaches(const store::InstanceRow& row, int64_t run,
+                     const std::vector<budget::Breach>& breaches, const budget::Limits& limits);
+
+  // Engine-observed metering (engine_metering.cc): the start-time delivery with the proxy URL,
+  // the proxy's call records, and re-listening for re-adopted agents.
+  absl::StatusOr<supervisor::Delivery> DeliverFor(const store::InstanceRow& row,
+                                                  const v1::AdapterSnapshot& snapshot);
+  void RecordObservedCall(const metering::CallRecord& record);
+  void ReopenProxies();
+  std::string ProxyUrl(const std::string& name) const;
   uint64_t next_subscription_ = 1;
   uint64_t next_follow_ = 1;
 
@@ -165,6 +183,8 @@ class Engine {
   process::ShimBackend backend_;
   supervisor::Supervisor supervisor_;
   std::thread thread_;
+  // Declared last: destroyed first, so no proxy callback outlives what it posts to.
+  std::unique_ptr<metering::MeteringProxy> proxy_;
 };
 
 // Milliseconds since the Unix epoch.

@@ -60,9 +60,10 @@ absl::Status Engine::SetConfig(const v1::SetConfigRequest& request,
         absl::StrCat("warning: '", request.key(), "' holds a secret and is delivered as the flag ",
                      target->second.flag(), ": argv is visible to other users of this machine"));
   }
-  if (request.key() == "metering.upstream_base_url") {
-    response->add_notices(
-        "warning: stored, but the engine-observed metering proxy is not built yet");
+  if (request.key() == "metering.upstream_base_url" &&
+      snapshot.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED) {
+    response->add_notices(absl::StrCat("stored, but '", request.name(),
+                                       "' is metered self-reported: the value is not used"));
   }
   if (request.key().rfind("budget.dollars.", 0) == 0 && !config_.Limits(*row).rate.has_value()) {
     response->add_notices(

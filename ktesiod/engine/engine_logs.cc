@@ -119,6 +119,7 @@ void Engine::OnTransition(const store::InstanceRow& row, supervisor::State from,
     // The run is over: take its last usage lines, then stop watching.
     IngestUsage(row.name, row.current_run);
     usage_watches_.erase(row.name);
+    proxy_->Close(row.name);  // engine-observed: the listener lives while the agent does
   }
   PublishEvents();
   if (to == supervisor::State::kRunning) {

@@ -54,18 +54,25 @@ void Engine::IngestUsage(const std::string& name, int64_t run) {
   if (result->accepted > 0) {
     PublishEvents();
   }
+  ActOnBreaches(**row, run, result->breaches, limits);
+}
+
+void Engine::ActOnBreaches(const store::InstanceRow& row, int64_t run,
+                           const std::vector<budget::Breach>& breaches,
+                           const budget::Limits& limits) {
   // The breaches are committed with the usage that crossed them; now act on the first one.
-  if (!result->breaches.empty() && run == (*row)->current_run) {
-    const budget::Breach& first = result->breaches.front();
-    const std::string cause = absl::StrCat("budget-exceeded{scope=", budget::ScopeName(first.scope),
-                                           ",dimension=", budget::DimensionName(first.dimension),
-                                           ",limit=", first.limit, ",observed=", first.observed,
-                                           ",action=", budget::ActionName(limits.action), "}");
-    log_->warn("budget breach instance={} {}", name, cause);
-    logs::AppendEngineLine((*row)->home + "/logs", NowUnixMs(), cause).IgnoreError();
-    if (limits.action != budget::Action::kWarn) {
-      supervisor_.BudgetAction(name, limits.action == budget::Action::kStop, cause);
-    }
+  if (breaches.empty() || run != row.current_run) {
+    return;
+  }
+  const budget::Breach& first = breaches.front();
+  const std::string cause = absl::StrCat("budget-exceeded{scope=", budget::ScopeName(first.scope),
+                                         ",dimension=", budget::DimensionName(first.dimension),
+                                         ",limit=", first.limit, ",observed=", first.observed,
+                                         ",action=", budget::ActionName(limits.action), "}");
+  log_->warn("budget breach instance={} {}", row.name, cause);
+  logs::AppendEngineLine(row.home + "/logs", NowUnixMs(), cause).IgnoreError();
+  if (limits.action != budget::Action::kWarn) {
+    supervisor_.BudgetAction(row.name, limits.action == budget::Action::kStop, cause);
   }
 }
 
@@ -92,6 +99,7 @@ void Engine::FillUsage(const store::InstanceRow& row, v1::UsageView* usage,
   usage->set_cumulative_output_tokens(totals->cumulative_output);
   usage->set_current_run_input_tokens(totals->run_input);
   usage->set_current_run_output_tokens(totals->run_output);
+  usage->set_unknown_usage_calls(totals->unknown_calls);
   const budget::Limits limits = config_.Limits(row);
   // Dollars only with a full Rate: events are priced at the Rate in force when recorded.
   if (limits.rate.has_value()) {

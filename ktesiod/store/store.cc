@@ -87,6 +87,20 @@ CREATE TABLE breaches (
   UNIQUE (instance_id, run, scope, dimension)
 ) STRICT;
 )sql",
+    // 5: the engine-observed metering proxy: its port, and calls whose usage was absent.
+    R"sql(
+ALTER TABLE instances ADD COLUMN proxy_port INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE unknown_usage (
+  id INTEGER PRIMARY KEY,
+  instance_id INTEGER NOT NULL REFERENCES instances(id) ON DELETE CASCADE,
+  run INTEGER NOT NULL,
+  sequence INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  api TEXT NOT NULL,
+  at_ms INTEGER NOT NULL,
+  UNIQUE (instance_id, run, sequence)
+) STRICT;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == kSchemaVersion);
@@ -325,7 +339,55 @@ absl::StatusOr<Store::UsageTotals> Store::Usage(int64_t instance_id, int64_t run
   totals.run_micros = stmt->ColumnInt(5);
   totals.priced_events = static_cast<uint64_t>(stmt->ColumnInt(6));
   totals.unpriced_events = static_cast<uint64_t>(stmt->ColumnInt(7));
+  absl::StatusOr<Statement> unknown =
+      db_.Prepare("SELECT COUNT(*) FROM unknown_usage WHERE instance_id = ?1");
+  if (!unknown.ok()) {
+    return unknown.status();
+  }
+  unknown->Bind(1, instance_id);
+  if (absl::StatusOr<bool> counted = unknown->Step(); !counted.ok()) {
+    return counted.status();
+  }
+  totals.unknown_calls = static_cast<uint64_t>(unknown->ColumnInt(0));
   return totals;
+}
+
+absl::StatusOr<int64_t> Store::NextSequence(int64_t instance_id, int64_t run) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      "SELECT MAX(COALESCE((SELECT MAX(sequence) + 1 FROM usage_events WHERE instance_id = ?1 "
+      "AND run = ?2), 0), COALESCE((SELECT MAX(sequence) + 1 FROM unknown_usage WHERE "
+      "instance_id = ?1 AND run = ?2), 0))");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, instance_id).Bind(2, run);
+  if (absl::StatusOr<bool> row = stmt->Step(); !row.ok()) {
+    return row.status();
+  }
+  return stmt->ColumnInt(0);
+}
+
+absl::StatusOr<int64_t> Store::ProxyPort(int64_t instance_id) {
+  absl::StatusOr<Statement> stmt = db_.Prepare("SELECT proxy_port FROM instances WHERE id = ?1");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, instance_id);
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) {
+    return row.status();
+  }
+  return *row ? stmt->ColumnInt(0) : 0;
+}
+
+absl::Status Store::SetProxyPort(int64_t instance_id, int64_t port) {
+  absl::StatusOr<Statement> stmt =
+      db_.Prepare("UPDATE instances SET proxy_port = ?2 WHERE id = ?1");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, instance_id).Bind(2, port);
+  return stmt->Run();
 }
 
 absl::StatusOr<int64_t> Store::UsageOffset(int64_t instance_id, int64_t run) {

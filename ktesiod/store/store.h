@@ -18,7 +18,7 @@
 namespace ktesio::daemon::store {
 
 // The schema version this binary writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 struct InstanceRow {
   int64_t id = 0;
@@ -89,10 +89,18 @@ class Store {
     int64_t run_micros = 0;
     uint64_t priced_events = 0;
     uint64_t unpriced_events = 0;
+    uint64_t unknown_calls = 0;  // metered calls whose usage was absent (every run)
   };
   absl::StatusOr<UsageTotals> Usage(int64_t instance_id, int64_t run);
   // The durable ingestion cursor of a run's usage file (0 when the run is unknown).
   absl::StatusOr<int64_t> UsageOffset(int64_t instance_id, int64_t run);
+  // The next free sequence of a run across the ledger and the unknown-usage log (0 when empty).
+  absl::StatusOr<int64_t> NextSequence(int64_t instance_id, int64_t run);
+
+  // The loopback port of an engine-observed instance's metering proxy (0: none). Kept so a
+  // restarted daemon re-listens where a re-adopted agent's base URL points.
+  absl::StatusOr<int64_t> ProxyPort(int64_t instance_id);
+  absl::Status SetProxyPort(int64_t instance_id, int64_t port);
 
   // The newest cursor (0 when the log is empty).
   absl::StatusOr<int64_t> LastCursor();

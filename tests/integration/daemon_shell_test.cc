@@ -260,10 +260,10 @@ TEST(Ktctl, BadGlobalTimeoutIsUsageError) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
-TEST(Ktctl, UnimplementedCapabilityFailsLoudly) {
+TEST(Ktctl, EngineObservedStartWithoutUpstreamIsRefusedAndChangesNothing) {
   DaemonHarness daemon;
   ASSERT_TRUE(daemon.Start());
-  // The metering proxy is not built yet: an engine-observed agent must not start unmetered.
+  // An engine-observed agent must never run unmetered: without an upstream there is no proxy.
   std::string dir = daemon.dir() + "/eo";
   ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
   WriteFileOrDie(dir + "/adapter.toml",
@@ -273,13 +273,20 @@ TEST(Ktctl, UnimplementedCapabilityFailsLoudly) {
                  "[metering]\nsource = \"engine-observed\"\n");
   ASSERT_EQ(daemon.Ctl({"agent", "register", "m", "--manifest", dir}).exit_code, 0);
   RunResult r = daemon.Ctl({"agent", "start", "m", "--json"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   std::optional<Json> doc = ParseJson(r.out);
   ASSERT_TRUE(doc.has_value()) << r.out;
-  EXPECT_EQ((*doc)["error"]["reason"].string, "UNIMPLEMENTED");
-  EXPECT_NE((*doc)["error"]["message"].string.find("not implemented"), std::string::npos);
+  EXPECT_EQ((*doc)["error"]["reason"].string, "CONFIG_INVALID");
+  EXPECT_NE((*doc)["error"]["message"].string.find("metering.upstream_base_url"),
+            std::string::npos);
   std::optional<Json> show = ParseJson(daemon.Ctl({"agent", "show", "m", "--json"}).out);
   EXPECT_EQ((*show)["instance"]["state"].string, "registered");
+  // A URL carrying a credential is refused at set time, without echoing it.
+  r = daemon.Ctl({"agent", "config", "set", "m", "metering.upstream_base_url",
+                  "https://user:sk-hidden@example.com/v1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("metering.upstream_base_url"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("sk-hidden"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -28,10 +28,10 @@ TEST(Examples, EveryManifestLintsAndRegisters) {
     EXPECT_EQ(reg.exit_code, 0) << name << ": " << reg.err;
   }
   EXPECT_GE(count, 4);
-  // Engine-observed examples refuse to start loudly until the metering proxy exists.
+  // Engine-observed examples refuse to start until the operator names the upstream provider.
   RunResult opencode = daemon.Ctl({"agent", "start", "opencode"});
-  EXPECT_EQ(opencode.exit_code, 1);
-  EXPECT_NE(opencode.err.find("not implemented"), std::string::npos) << opencode.err;
+  EXPECT_EQ(opencode.exit_code, 2);
+  EXPECT_NE(opencode.err.find("metering.upstream_base_url"), std::string::npos) << opencode.err;
 }
 
 TEST(Examples, SelfReportedExampleRunsWithIsolatedRoots) {

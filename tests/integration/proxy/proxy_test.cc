@@ -79,8 +79,7 @@ TEST_F(ProxyTest, ParseUpstreamAcceptsProviderUrlsAndRejectsCredentials) {
   EXPECT_EQ(u->host, "::1");
   EXPECT_EQ(u->port, "8080");
   for (const char* bad : {"", "ftp://x", "http://user:sk-secret@host/v1", "http://host:0",
-                          "http://host:99999", "http:///v1", "http://host/#frag",
-                          "http://ho st"}) {
+                          "http://host:99999", "http:///v1", "http://host/#frag", "http://ho st"}) {
     absl::StatusOr<Upstream> parsed = ParseUpstream("metering.upstream_base_url", bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_NE(std::string(parsed.status().message()).find("metering.upstream_base_url"),
@@ -119,9 +118,9 @@ TEST_F(ProxyTest, StreamingChatGetsIncludeUsageInjectedAndTheExtraChunkStripped)
   EXPECT_EQ(r.body.find("\"choices\": []"), std::string::npos) << "usage chunk not asked for";
   EXPECT_NE(r.body.find("wor"), std::string::npos);
   // The client that asks gets the usage chunk.
-  HttpResponse asked = HttpRequest(
-      port, "POST", "/chat/completions",
-      R"({"model":"m","stream":true,"stream_options":{"include_usage":true}})");
+  HttpResponse asked =
+      HttpRequest(port, "POST", "/chat/completions",
+                  R"({"model":"m","stream":true,"stream_options":{"include_usage":true}})");
   ASSERT_EQ(asked.status, 200);
   EXPECT_NE(asked.body.find("\"choices\": []"), std::string::npos);
   std::vector<CallRecord> records = Records(2);
@@ -161,11 +160,10 @@ TEST_F(ProxyTest, AbsentOrCutOffUsageIsUnknownNeverZero) {
   const uint16_t port = OpenFor(*proxy, provider_.url());
   EXPECT_EQ(HttpRequest(port, "POST", "/v1/chat/completions", R"({"model":"no-usage"})").status,
             200);
-  EXPECT_EQ(HttpRequest(port, "POST", "/v1/responses", R"({"model":"no-usage","stream":true})")
-                .status,
-            200);
-  HttpResponse cut =
-      HttpRequest(port, "POST", "/v1/messages", R"({"model":"cut","stream":true})");
+  EXPECT_EQ(
+      HttpRequest(port, "POST", "/v1/responses", R"({"model":"no-usage","stream":true})").status,
+      200);
+  HttpResponse cut = HttpRequest(port, "POST", "/v1/messages", R"({"model":"cut","stream":true})");
   EXPECT_NE(cut.error, "") << "a cut-off stream must reach the client as cut off";
   std::vector<CallRecord> records = Records(3);
   ASSERT_EQ(records.size(), 3u);
@@ -194,11 +192,11 @@ TEST_F(ProxyTest, NonModelCallsAndErrorsAreRelayedButNotMetered) {
 TEST_F(ProxyTest, HeadersAreRelayedMinusHopByHopWithHostRewrittenAndIdentityEncoding) {
   auto proxy = MakeProxy();
   const uint16_t port = OpenFor(*proxy, provider_.url() + "/base");
-  HttpResponse r = HttpRequest(port, "PUT", "/echo/x?q=1", "payload",
-                               {"Authorization: Bearer sk-test", "Accept-Encoding: gzip, br",
-                                "X-Custom: kept", "Connection: X-Drop", "X-Drop: gone",
-                                "Keep-Alive: timeout=5", "Proxy-Authorization: Basic abc",
-                                "TE: trailers"});
+  HttpResponse r =
+      HttpRequest(port, "PUT", "/echo/x?q=1", "payload",
+                  {"Authorization: Bearer sk-test", "Accept-Encoding: gzip, br", "X-Custom: kept",
+                   "Connection: X-Drop", "X-Drop: gone", "Keep-Alive: timeout=5",
+                   "Proxy-Authorization: Basic abc", "TE: trailers"});
   ASSERT_EQ(r.status, 200) << r.error;
   std::optional<testing::Json> echo = testing::ParseJson(r.body);
   ASSERT_TRUE(echo.has_value()) << r.body;
@@ -379,9 +377,9 @@ TEST_F(TlsProxyTest, HttpsUpstreamIsVerifiedAgainstTheCaFile) {
   ASSERT_TRUE(trusting.ok());
   port = (*trusting)->Open("a", *upstream, 0, false);
   ASSERT_TRUE(port.ok());
-  EXPECT_EQ(HttpRequest(*port, "POST", "/chat/completions", R"({"model":"m","stream":true})")
-                .status,
-            200);
+  EXPECT_EQ(
+      HttpRequest(*port, "POST", "/chat/completions", R"({"model":"m","stream":true})").status,
+      200);
   EXPECT_TRUE(WaitFor([&] { return known.load() == 1; }));
 
   options.ca_file = dir / "missing.pem";

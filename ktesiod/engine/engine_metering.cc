@@ -1,0 +1,191 @@
+// The engine's engine-observed metering: a loopback proxy per instance, opened at start (its URL
+// injected at `metering.base_url`), closed when the agent leaves its run, re-opened on the SAME
+// port for agents re-adopted after a daemon restart; and the ledger writes of its call records.
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "config/layers.h"
+#include "engine/engine.h"
+#include "ktesio/contract/error.h"
+#include "logs/segments.h"
+#include "metering/ledger.h"
+
+namespace ktesio::daemon::engine {
+namespace {
+
+constexpr char kUpstreamKey[] = "metering.upstream_base_url";
+constexpr std::string_view kLoopbackHosts[] = {"127.0.0.1", "localhost", "::1"};
+
+// NO_PROXY (both spellings) with the loopback hosts added: agents honour HTTP_PROXY even for a
+// loopback base URL, which would route metered traffic around the proxy.
+void AddLoopbackNoProxy(const v1::AdapterSnapshot& snapshot, supervisor::Delivery& delivery) {
+  for (const char* name : {"NO_PROXY", "no_proxy"}) {
+    std::string value;
+    if (auto it = snapshot.start().env().find(name); it != snapshot.start().env().end()) {
+      value = it->second;
+    }
+    auto delivered = std::find_if(delivery.env.begin(), delivery.env.end(),
+                                  [&](const auto& entry) { return entry.first == name; });
+    if (delivered != delivery.env.end()) {
+      value = delivered->second;
+    }
+    std::vector<std::string> hosts = absl::StrSplit(value, ',', absl::SkipWhitespace());
+    for (std::string_view loopback : kLoopbackHosts) {
+      if (std::find(hosts.begin(), hosts.end(), loopback) == hosts.end()) {
+        hosts.emplace_back(loopback);
+      }
+    }
+    const std::string merged = absl::StrJoin(hosts, ",");
+    if (delivered != delivery.env.end()) {
+      delivered->second = merged;
+    } else {
+      delivery.env.emplace_back(name, merged);
+    }
+  }
+}
+
+}  // namespace
+
+std::string Engine::ProxyUrl(const std::string& name) const {
+  const uint16_t port = proxy_ ? proxy_->Port(name) : 0;
+  return port == 0 ? std::string() : absl::StrCat("http://127.0.0.1:", port);
+}
+
+absl::StatusOr<supervisor::Delivery> Engine::DeliverFor(const store::InstanceRow& row,
+                                                        const v1::AdapterSnapshot& snapshot) {
+  if (snapshot.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED) {
+    return config_.Deliver(row, snapshot, "");
+  }
+  absl::StatusOr<std::vector<config::Entry>> entries = config_.Effective(row);
+  if (!entries.ok()) {
+    return entries.status();
+  }
+  std::optional<std::string> url = config::Lookup(*entries, kUpstreamKey);
+  if (!url.has_value() || url->empty()) {
+    return contract::MakeError(
+        absl::StatusCode::kFailedPrecondition, contract::reason::kConfigInvalid,
+        absl::StrCat("'", row.name, "' is metered engine-observed and '", kUpstreamKey,
+                     "' is not set: set it to the provider's base URL (ktctl agent config set ",
+                     row.name, " ", kUpstreamKey, " https://api.openai.com/v1)"));
+  }
+  absl::StatusOr<metering::Upstream> upstream = metering::ParseUpstream(kUpstreamKey, *url);
+  if (!upstream.ok()) {
+    return upstream.status();
+  }
+  absl::StatusOr<int64_t> previous = store_->ProxyPort(row.id);
+  const uint16_t preferred =
+      previous.ok() && *previous > 0 && *previous < 65536 ? static_cast<uint16_t>(*previous) : 0;
+  absl::StatusOr<uint16_t> port = proxy_->Open(row.name, *upstream, preferred, /*exact=*/false);
+  if (!port.ok()) {
+    return port.status();
+  }
+  if (absl::Status saved = store_->SetProxyPort(row.id, *port); !saved.ok()) {
+    proxy_->Close(row.name);
+    return saved;
+  }
+  absl::StatusOr<supervisor::Delivery> delivery =
+      config_.Deliver(row, snapshot, absl::StrCat("http://127.0.0.1:", *port));
+  if (!delivery.ok()) {
+    proxy_->Close(row.name);
+    return delivery.status();
+  }
+  AddLoopbackNoProxy(snapshot, *delivery);
+  return delivery;
+}
+
+void Engine::ReopenProxies() {
+  absl::StatusOr<std::vector<store::InstanceRow>> rows = store_->ListInstances();
+  if (!rows.ok()) {
+    return;
+  }
+  for (const store::InstanceRow& row : *rows) {
+    if (row.state != "starting" && row.state != "running" && row.state != "paused" &&
+        row.state != "stopping") {
+      continue;
+    }
+    v1::AdapterSnapshot snapshot;
+    if (!snapshot.ParseFromString(row.snapshot) ||
+        snapshot.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED) {
+      continue;
+    }
+    absl::StatusOr<int64_t> port = store_->ProxyPort(row.id);
+    absl::StatusOr<std::vector<config::Entry>> entries = config_.Effective(row);
+    absl::Status status = absl::OkStatus();
+    if (!port.ok()) {
+      status = port.status();
+    } else if (!entries.ok()) {
+      status = entries.status();
+    } else {
+      absl::StatusOr<metering::Upstream> upstream = metering::ParseUpstream(
+          kUpstreamKey, config::Lookup(*entries, kUpstreamKey).value_or(""));
+      if (!upstream.ok()) {
+        status = upstream.status();
+      } else {
+        // Exactly the old port: the running agent's base URL names it.
+        status = proxy_->Open(row.name, *upstream, static_cast<uint16_t>(*port), true).status();
+      }
+    }
+    if (!status.ok()) {
+      log_->error("metering proxy not re-opened for re-adopted agent instance={} error={}",
+                  row.name, std::string(status.message()));
+      logs::AppendEngineLine(row.home + "/logs", NowUnixMs(),
+                             absl::StrCat("metering proxy could not be re-opened after the daemon "
+                                          "restarted (model calls will fail until the agent is "
+                                          "restarted): ",
+                                          std::string(status.message())))
+          .IgnoreError();
+    }
+  }
+}
+
+void Engine::RecordObservedCall(const metering::CallRecord& record) {
+  absl::StatusOr<std::optional<store::InstanceRow>> found = store_->FindInstance(record.instance);
+  if (!found.ok() || !found->has_value()) {
+    return;  // removed meanwhile: nothing to charge
+  }
+  const store::InstanceRow& row = **found;
+  const int64_t run = row.current_run;
+  const budget::Limits limits = config_.Limits(row);
+  std::vector<budget::Breach> breaches;
+  absl::Status status = store_->InTransaction([&]() -> absl::Status {
+    absl::StatusOr<int64_t> sequence = store_->NextSequence(row.id, run);
+    if (!sequence.ok()) {
+      return sequence.status();
+    }
+    absl::StatusOr<metering::LedgerWriter> ledger =
+        metering::LedgerWriter::Begin(*store_, row, run, "engine-observed", limits, NowUnixMs());
+    if (!ledger.ok()) {
+      return ledger.status();
+    }
+    absl::StatusOr<bool> added =
+        record.known ? ledger->Add(static_cast<uint64_t>(*sequence), record.usage.input,
+                                   record.usage.output)
+                     : ledger->AddUnknown(static_cast<uint64_t>(*sequence),
+                                          metering::ApiShapeName(record.shape));
+    if (!added.ok()) {
+      return added.status();
+    }
+    breaches = ledger->breaches();
+    return absl::OkStatus();
+  });
+  if (!status.ok()) {
+    log_->error("metered call not recorded instance={} run={} error={}", row.name, run,
+                std::string(status.message()));
+    return;
+  }
+  if (record.known) {
+    PublishEvents();
+  } else {
+    log_->info("model call without usage instance={} run={} api={}", row.name, run,
+               metering::ApiShapeName(record.shape));
+    logs::AppendEngineLine(row.home + "/logs", NowUnixMs(),
+                           absl::StrCat("a ", std::string(metering::ApiShapeName(record.shape)),
+                                        " call's provider reported no usage: counted as "
+                                        "unknown, not as zero tokens"))
+        .IgnoreError();
+  }
+  ActOnBreaches(row, run, breaches, limits);
+}
+
+}  // namespace ktesio::daemon::engine

@@ -1,0 +1,160 @@
+#include "metering/ledger.h"
+
+#include "ktesio/contract/json_writer.h"
+#include "logs/segments.h"
+
+namespace ktesio::daemon::metering {
+
+absl::StatusOr<LedgerWriter> LedgerWriter::Begin(store::Store& store,
+                                                 const store::InstanceRow& row, int64_t run,
+                                                 std::string source,
+                                                 const budget::Limits& limits, int64_t now_ms) {
+  LedgerWriter writer;
+  writer.store_ = &store;
+  writer.row_ = row;
+  writer.run_ = run;
+  writer.source_ = std::move(source);
+  writer.limits_ = limits;
+  writer.now_ms_ = now_ms;
+  writer.at_ = logs::FormatLogTime(now_ms);
+  // Totals and fired dimensions as of this transaction: budgets see every earlier event.
+  absl::StatusOr<store::Store::UsageTotals> before = store.Usage(row.id, run);
+  if (!before.ok()) {
+    return before.status();
+  }
+  writer.totals_.run_tokens = before->run_input + before->run_output;
+  writer.totals_.cumulative_tokens = before->cumulative_input + before->cumulative_output;
+  if (limits.rate.has_value()) {
+    writer.totals_.run_dollars = before->run_micros;
+    writer.totals_.cumulative_dollars = before->cumulative_micros;
+  }
+  absl::StatusOr<store::Statement> fired = store.db().Prepare(
+      "SELECT scope, dimension FROM breaches WHERE instance_id = ?1 AND run = ?2");
+  if (!fired.ok()) {
+    return fired.status();
+  }
+  fired->Bind(1, row.id).Bind(2, run);
+  while (true) {
+    absl::StatusOr<bool> next = fired->Step();
+    if (!next.ok()) {
+      return next.status();
+    }
+    if (!*next) {
+      break;
+    }
+    writer.fired_.insert(
+        {fired->ColumnText(0) == "run" ? budget::Scope::kRun : budget::Scope::kCumulative,
+         fired->ColumnText(1) == "tokens" ? budget::Dimension::kTokens
+                                          : budget::Dimension::kDollars});
+  }
+  struct {
+    store::Statement* into;
+    const char* sql;
+  } statements[] = {
+      {&writer.insert_,
+       "INSERT OR IGNORE INTO usage_events (instance_id, run, sequence, input_tokens, "
+       "output_tokens, source, at_ms, cost_micros) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
+      {&writer.event_,
+       "INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, 'usage_update', ?3)"},
+      {&writer.breach_,
+       "INSERT OR IGNORE INTO breaches (instance_id, run, scope, dimension, limit_value, "
+       "observed, action, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
+      {&writer.breach_event_,
+       "INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, 'budget_breach', "
+       "?3)"},
+      {&writer.unknown_,
+       "INSERT OR IGNORE INTO unknown_usage (instance_id, run, sequence, source, api, at_ms) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
+  };
+  for (const auto& statement : statements) {
+    absl::StatusOr<store::Statement> prepared = store.db().Prepare(statement.sql);
+    if (!prepared.ok()) {
+      return prepared.status();
+    }
+    *statement.into = std::move(*prepared);
+  }
+  return writer;
+}
+
+absl::StatusOr<bool> LedgerWriter::Add(uint64_t sequence, uint64_t input_tokens,
+                                       uint64_t output_tokens) {
+  insert_.Reset();
+  insert_.Bind(1, row_.id).Bind(2, run_).Bind(3, static_cast<int64_t>(sequence));
+  insert_.Bind(4, static_cast<int64_t>(input_tokens));
+  insert_.Bind(5, static_cast<int64_t>(output_tokens));
+  insert_.Bind(6, source_).Bind(7, now_ms_);
+  std::optional<int64_t> cost;
+  if (limits_.rate.has_value()) {
+    cost = budget::PriceEvent(input_tokens, output_tokens, *limits_.rate);
+  }
+  insert_.Bind(8, cost);
+  if (absl::Status s = insert_.Run(); !s.ok()) {
+    return s;
+  }
+  if (sqlite3_changes(store_->db().raw()) == 0) {
+    return false;
+  }
+  contract::JsonWriter payload;
+  payload.BeginObject().Key("schema_version").Int(1).Key("instance").String(row_.name);
+  payload.Key("run_id").Int(run_).Key("input_tokens").Uint(input_tokens);
+  payload.Key("output_tokens").Uint(output_tokens);
+  payload.Key("metering_source").String(source_);
+  payload.Key("sequence").Uint(sequence).Key("occurred_at").String(at_).EndObject();
+  event_.Reset();
+  event_.Bind(1, now_ms_).Bind(2, row_.name).Bind(3, payload.str());
+  if (absl::Status s = event_.Run(); !s.ok()) {
+    return s;
+  }
+  const uint64_t tokens = budget::SaturatingAdd(input_tokens, output_tokens);
+  totals_.run_tokens = budget::SaturatingAdd(totals_.run_tokens, tokens);
+  totals_.cumulative_tokens = budget::SaturatingAdd(totals_.cumulative_tokens, tokens);
+  if (cost.has_value()) {
+    totals_.run_dollars = budget::SaturatingAdd(*totals_.run_dollars, *cost);
+    totals_.cumulative_dollars = budget::SaturatingAdd(*totals_.cumulative_dollars, *cost);
+  }
+  if (absl::Status s = RecordBreaches(); !s.ok()) {
+    return s;
+  }
+  return true;
+}
+
+absl::StatusOr<bool> LedgerWriter::AddUnknown(uint64_t sequence, std::string_view api) {
+  unknown_.Reset();
+  unknown_.Bind(1, row_.id).Bind(2, run_).Bind(3, static_cast<int64_t>(sequence));
+  unknown_.Bind(4, source_).Bind(5, api).Bind(6, now_ms_);
+  if (absl::Status s = unknown_.Run(); !s.ok()) {
+    return s;
+  }
+  return sqlite3_changes(store_->db().raw()) > 0;
+}
+
+absl::Status LedgerWriter::RecordBreaches() {
+  for (const budget::Breach& crossed : budget::Evaluate(limits_, totals_, fired_)) {
+    fired_.insert({crossed.scope, crossed.dimension});
+    breach_.Reset();
+    breach_.Bind(1, row_.id).Bind(2, run_).Bind(3, budget::ScopeName(crossed.scope));
+    breach_.Bind(4, budget::DimensionName(crossed.dimension)).Bind(5, crossed.limit);
+    breach_.Bind(6, crossed.observed).Bind(7, budget::ActionName(limits_.action));
+    breach_.Bind(8, now_ms_);
+    if (absl::Status s = breach_.Run(); !s.ok()) {
+      return s;
+    }
+    contract::JsonWriter payload;
+    payload.BeginObject().Key("schema_version").Int(1).Key("instance").String(row_.name);
+    payload.Key("run_id").Int(run_).Key("scope").String(budget::ScopeName(crossed.scope));
+    payload.Key("dimension").String(budget::DimensionName(crossed.dimension));
+    payload.Key("limit").Int(crossed.limit).Key("observed").Int(crossed.observed);
+    payload.Key("action").String(budget::ActionName(limits_.action));
+    payload.Key("metering_source").String(source_);
+    payload.Key("at").String(at_).EndObject();
+    breach_event_.Reset();
+    breach_event_.Bind(1, now_ms_).Bind(2, row_.name).Bind(3, payload.str());
+    if (absl::Status s = breach_event_.Run(); !s.ok()) {
+      return s;
+    }
+    breaches_.push_back(crossed);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ktesio::daemon::metering

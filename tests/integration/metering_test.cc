@@ -1,0 +1,204 @@
+// Engine-observed metering through the daemon: a stand-in agent that knows nothing about Ktesio
+// calls the fake provider through its per-instance loopback proxy; the ledger equals what the
+// provider reported, call for call, across a daemon crash; unknown usage is never zero;
+// budgets act on proxied usage; a start without an upstream is refused before launch.
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "daemon_harness.h"
+#include "fake_provider.h"
+#include "gtest/gtest.h"
+#include "json.h"
+
+namespace ktesio::testing {
+namespace {
+
+class MeteringTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(provider_.ok());
+    ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
+  }
+
+  void Register(const std::string& name) {
+    const std::string dir = daemon_.dir() + "/m-" + name;
+    std::filesystem::create_directories(dir);
+    WriteFileOrDie(
+        dir + "/adapter.toml",
+        absl::StrCat("contract_version = \"1.0.0\"\n[adapter]\nkind = \"metered\"\n",
+                     "[lifecycle.start]\nexec = \"/usr/bin/python3\"\nargs = [\"-u\", \"",
+                     KTESIO_METERED_AGENT, "\"]\n",
+                     // A proxy in the environment must not capture the loopback URL.
+                     "env = { HTTP_PROXY = \"http://127.0.0.1:9\" }\n",
+                     "[capabilities.pause]\nlinux = \"guaranteed\"\n",
+                     "[capabilities.interaction]\nlinux = \"guaranteed\"\n",
+                     "[metering]\nsource = \"engine-observed\"\n",
+                     "[config.\"metering.base_url\"]\nenv = \"OPENAI_BASE_URL\"\n"));
+    RunResult registered = daemon_.Ctl({"agent", "register", name, "--manifest", dir});
+    ASSERT_EQ(registered.exit_code, 0) << registered.err;
+  }
+
+  void SetUpstream(const std::string& name, const std::string& url) {
+    RunResult set =
+        daemon_.Ctl({"agent", "config", "set", name, "metering.upstream_base_url", url});
+    ASSERT_EQ(set.exit_code, 0) << set.err;
+  }
+
+  // Sends one call request to the agent and waits until it reports the call done.
+  void Call(const std::string& name, const std::string& kind) {
+    const size_t before = CountCalls(name);
+    ASSERT_EQ(daemon_.Ctl({"agent", "send", name, kind}).exit_code, 0);
+    ASSERT_TRUE(WaitFor([&] { return CountCalls(name) > before; })) << Logs(name);
+  }
+
+  size_t CountCalls(const std::string& name) {
+    const std::string logs = Logs(name);
+    size_t count = 0;
+    for (size_t at = 0; (at = logs.find("CALL ", at)) != std::string::npos; ++at) {
+      ++count;
+    }
+    return count;
+  }
+
+  std::string Logs(const std::string& name) {
+    return daemon_.Ctl({"agent", "logs", name, "--tail", "1000"}).out;
+  }
+
+  Json Instance(const std::string& name) {
+    std::optional<Json> doc = ParseJson(daemon_.Ctl({"agent", "show", name, "--json"}).out);
+    return doc.has_value() ? (*doc)["instance"] : Json();
+  }
+
+  TempDir provider_dir_;
+  FakeProvider provider_{provider_dir_.path()};
+  DaemonHarness daemon_;
+};
+
+TEST_F(MeteringTest, StartWithoutUpstreamIsRefusedBeforeLaunchNamingTheKey) {
+  Register("a");
+  RunResult start = daemon_.Ctl({"agent", "start", "a"});
+  EXPECT_NE(start.exit_code, 0);
+  EXPECT_NE(start.err.find("metering.upstream_base_url"), std::string::npos) << start.err;
+  EXPECT_EQ(Instance("a")["state"].string, "registered");
+  EXPECT_EQ(Instance("a").Find("proxy_url"), nullptr);
+}
+
+TEST_F(MeteringTest, LedgerEqualsWhatTheProviderReportedCallForCall) {
+  Register("a");
+  SetUpstream("a", provider_.url() + "/v1");
+  RunResult start = daemon_.Ctl({"agent", "start", "a"});
+  ASSERT_EQ(start.exit_code, 0) << start.err;
+  const Json instance = Instance("a");
+  const std::string proxy_url = instance["proxy_url"].string;
+  ASSERT_EQ(proxy_url.rfind("http://127.0.0.1:", 0), 0u) << proxy_url;
+  // The agent got the proxy URL through its mapping, and NO_PROXY covering loopback.
+  ASSERT_TRUE(WaitFor([&] { return Logs("a").find("BASE " + proxy_url) != std::string::npos; }))
+      << Logs("a");
+  EXPECT_NE(Logs("a").find("127.0.0.1,localhost,::1"), std::string::npos);
+
+  for (const char* kind : {"chat", "chat-stream", "responses", "responses-stream", "anthropic",
+                           "anthropic-stream", "no-usage", "chat-stream"}) {
+    Call("a", kind);
+  }
+  EXPECT_EQ(Logs("a").find("failed"), std::string::npos) << Logs("a");
+  uint64_t input = 0;
+  uint64_t output = 0;
+  size_t unknown = 0;
+  for (const FakeProvider::Call& call : provider_.Calls()) {
+    input += call.input;
+    output += call.output;
+    unknown += call.reported ? 0 : 1;
+  }
+  ASSERT_EQ(unknown, 1u);
+  ASSERT_TRUE(WaitFor([&] {
+    const Json usage = Instance("a")["usage"];
+    return usage["cumulative_input_tokens"].Int() == static_cast<long long>(input) &&
+           usage["unknown_usage_calls"].Int() == 1;
+  })) << daemon_.Ctl({"agent", "usage", "a", "--json"}).out;
+  const Json usage = Instance("a")["usage"];
+  EXPECT_EQ(usage["cumulative_output_tokens"].Int(), static_cast<long long>(output));
+  EXPECT_EQ(usage["current_run_input_tokens"].Int(), static_cast<long long>(input));
+  EXPECT_EQ(Instance("a")["metering_source"].string, "engine-observed");
+  // One usage_update per known call, stamped engine-observed.
+  RunOptions briefly;
+  briefly.timeout = std::chrono::milliseconds(1500);
+  RunResult events = daemon_.Ctl({"events", "--since", "0", "--json"}, briefly);
+  size_t updates = 0;
+  for (size_t at = 0; (at = events.out.find("\"metering_source\":\"engine-observed\",\"sequence\"",
+                                            at)) != std::string::npos;
+       ++at) {
+    ++updates;
+  }
+  EXPECT_EQ(updates, 7u) << events.out;
+  // The unknown call is visible in the agent's engine log, never as zero tokens.
+  EXPECT_NE(daemon_.Ctl({"agent", "logs", "a", "--stream", "engine"})
+                .out.find("counted as unknown, not as zero tokens"),
+            std::string::npos);
+  // Keys never reach the daemon log.
+  EXPECT_EQ(daemon_.DaemonLog().find("sk-agent-key"), std::string::npos);
+
+  // Stopping the agent closes its listener.
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
+  EXPECT_EQ(Instance("a").Find("proxy_url"), nullptr);
+  const uint16_t port = static_cast<uint16_t>(std::stoi(proxy_url.substr(17)));
+  EXPECT_EQ(HttpRequest(port, "GET", "/v1/models").status, 0);
+}
+
+TEST_F(MeteringTest, ProxyComesBackOnTheSamePortAfterADaemonCrash) {
+  Register("a");
+  SetUpstream("a", provider_.url() + "/v1");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
+  const std::string proxy_url = Instance("a")["proxy_url"].string;
+  Call("a", "chat");
+  daemon_.Kill();
+  ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
+  EXPECT_EQ(Instance("a")["state"].string, "running");
+  EXPECT_EQ(Instance("a")["proxy_url"].string, proxy_url);
+  Call("a", "chat-stream");  // the same agent process, the same base URL
+  EXPECT_EQ(Logs("a").find("failed"), std::string::npos) << Logs("a");
+  uint64_t input = 0;
+  for (const FakeProvider::Call& call : provider_.Calls()) {
+    input += call.input;
+  }
+  ASSERT_EQ(provider_.Calls().size(), 2u);
+  EXPECT_TRUE(WaitFor([&] {
+    return Instance("a")["usage"]["cumulative_input_tokens"].Int() ==
+           static_cast<long long>(input);
+  }));
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
+}
+
+TEST_F(MeteringTest, TokenBudgetStopsAnEngineObservedAgent) {
+  Register("a");
+  SetUpstream("a", provider_.url() + "/v1");
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "a", "budget.tokens.per_run", "1"}).exit_code,
+            0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "a", "budget.breach_action", "stop"}).exit_code,
+            0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
+  Call("a", "chat");
+  ASSERT_TRUE(WaitFor([&] { return Instance("a")["state"].string == "stopped"; }))
+      << Instance("a")["state"].string;
+  RunOptions briefly;
+  briefly.timeout = std::chrono::milliseconds(1500);
+  RunResult events = daemon_.Ctl({"events", "--since", "0", "--json"}, briefly);
+  EXPECT_NE(events.out.find("\"cause\":\"budget-exceeded{scope=run,dimension=tokens,limit=1,"),
+            std::string::npos)
+      << events.out;
+  EXPECT_NE(events.out.find("\"type\":\"budget_breach\""), std::string::npos);
+  EXPECT_NE(events.out.find("\"metering_source\":\"engine-observed\",\"at\""), std::string::npos);
+}
+
+TEST_F(MeteringTest, UnreachableUpstreamGivesTheAgentAnHonest502) {
+  Register("a");
+  SetUpstream("a", "http://127.0.0.1:9/v1");  // discard port: nothing listens
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
+  Call("a", "chat");
+  EXPECT_NE(Logs("a").find("CALL chat failed HTTP Error 502"), std::string::npos) << Logs("a");
+  EXPECT_EQ(Instance("a")["usage"]["unknown_usage_calls"].Int(), 0) << "no call reached a model";
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace ktesio::testing
