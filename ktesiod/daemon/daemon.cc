@@ -90,8 +90,11 @@ int RunDaemon(const DaemonOptions& flags) {
     log->error("start refused: {}", std::string(lock.status().message()));
     return 1;
   }
+  engine::EngineOptions engine_options;
+  engine_options.proxy.ca_file = options.metering_ca_file;
+  engine_options.proxy.max_request_bytes = options.metering_max_request_bytes;
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
-      engine::Engine::Create(*paths, MakeLogger("engine", options.log_level));
+      engine::Engine::Create(*paths, MakeLogger("engine", options.log_level), engine_options);
   if (!engine.ok()) {
     log->error("start failed: {}", std::string(engine.status().message()));
     return 1;

@@ -141,9 +141,24 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
       } else if (!options.socket_group_from_flag) {
         options.socket_group = *value;
       }
+    } else if (name == "metering_ca_file") {
+      std::optional<std::string> value = node.value<std::string>();
+      if (!value || value->empty() || value->front() != '/') {
+        return Bad(absl::StrCat(where(), ": 'metering_ca_file' must be an absolute path"));
+      }
+      options.metering_ca_file = *value;
+    } else if (name == "metering_max_request_bytes") {
+      std::optional<int64_t> value = node.value<int64_t>();
+      if (!value || *value < 1024 || *value > (int64_t{1} << 32)) {
+        return Bad(absl::StrCat(where(),
+                                ": 'metering_max_request_bytes' must be an integer from 1024 "
+                                "to 4294967296"));
+      }
+      options.metering_max_request_bytes = static_cast<uint64_t>(*value);
     } else {
       return Bad(absl::StrCat(where(), ": unknown key '", std::string(name),
-                              "' (known: version, log_level, socket_group)"));
+                              "' (known: version, log_level, socket_group, metering_ca_file, "
+                              "metering_max_request_bytes)"));
     }
   }
   return absl::OkStatus();

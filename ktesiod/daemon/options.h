@@ -2,6 +2,7 @@
 
 // ktesiod's command line and optional config file (ktesiod.toml).
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@ struct DaemonOptions {
   PathOverrides paths;
   std::string log_level = "info";  // trace|debug|info|warn|error|off
   std::string socket_group;        // system mode: group allowed on the socket ("ktesio")
+  std::string metering_ca_file;    // extra trust anchors for https upstreams
+  uint64_t metering_max_request_bytes = 32u << 20;  // request bodies above this get 413
   bool show_help = false;
   bool show_version = false;
   bool log_level_from_flag = false;

@@ -159,10 +159,10 @@ void Engine::RecordObservedCall(const metering::CallRecord& record) {
       return ledger.status();
     }
     absl::StatusOr<bool> added =
-        record.known ? ledger->Add(static_cast<uint64_t>(*sequence), record.usage.input,
-                                   record.usage.output)
-                     : ledger->AddUnknown(static_cast<uint64_t>(*sequence),
-                                          metering::ApiShapeName(record.shape));
+        record.known
+            ? ledger->Add(static_cast<uint64_t>(*sequence), record.usage.input, record.usage.output)
+            : ledger->AddUnknown(static_cast<uint64_t>(*sequence),
+                                 metering::ApiShapeName(record.shape));
     if (!added.ok()) {
       return added.status();
     }

@@ -5,9 +5,8 @@
 
 namespace ktesio::daemon::metering {
 
-absl::StatusOr<LedgerWriter> LedgerWriter::Begin(store::Store& store,
-                                                 const store::InstanceRow& row, int64_t run,
-                                                 std::string source,
+absl::StatusOr<LedgerWriter> LedgerWriter::Begin(store::Store& store, const store::InstanceRow& row,
+                                                 int64_t run, std::string source,
                                                  const budget::Limits& limits, int64_t now_ms) {
   LedgerWriter writer;
   writer.store_ = &store;

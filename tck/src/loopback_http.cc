@@ -126,9 +126,10 @@ int LoopbackPost(const std::string& url, const std::string& body, std::string* e
     if (fd >= 0) close(fd);
     return -1;
   }
-  WriteAll(fd, "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               "Content-Length: " + std::to_string(body.size()) +
-               "\r\nConnection: close\r\n\r\n" + body);
+  WriteAll(fd, "POST " + path +
+                   " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   "Content-Length: " +
+                   std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
   std::string response;
   char buffer[4096];
   while (true) {

@@ -163,8 +163,7 @@ TEST_F(MeteringTest, ProxyComesBackOnTheSamePortAfterADaemonCrash) {
   }
   ASSERT_EQ(provider_.Calls().size(), 2u);
   EXPECT_TRUE(WaitFor([&] {
-    return Instance("a")["usage"]["cumulative_input_tokens"].Int() ==
-           static_cast<long long>(input);
+    return Instance("a")["usage"]["cumulative_input_tokens"].Int() == static_cast<long long>(input);
   }));
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
 }

@@ -55,6 +55,11 @@ TEST_F(ConfigFileTest, AppliesValuesUnderFlags) {
                                true, options));
   EXPECT_EQ(options.log_level, "warn");
   EXPECT_EQ(options.socket_group, "g");
+  KT_ASSERT_OK(ApplyConfigFile(
+      Write("metering_ca_file = \"/etc/ktesio/ca.pem\"\nmetering_max_request_bytes = 4096\n"), true,
+      options));
+  EXPECT_EQ(options.metering_ca_file, "/etc/ktesio/ca.pem");
+  EXPECT_EQ(options.metering_max_request_bytes, 4096u);
   DaemonOptions flagged = *ParseDaemonFlags({"--log-level", "error"});
   KT_ASSERT_OK(ApplyConfigFile(Write("log_level = \"warn\"\n"), true, flagged));
   EXPECT_EQ(flagged.log_level, "error");
@@ -72,6 +77,9 @@ TEST_F(ConfigFileTest, ErrorsCarryFileLineColumn) {
       {"log_level = \"loud\"\n", "unknown log level"},
       {"colour = true\n", "unknown key 'colour'"},
       {"log_level = \n", ":1:"},
+      {"metering_ca_file = \"relative.pem\"\n", "absolute path"},
+      {"metering_max_request_bytes = 10\n", "from 1024"},
+      {"metering_max_request_bytes = \"big\"\n", "from 1024"},
   };
   for (const Case& c : cases) {
     absl::Status status = ApplyConfigFile(Write(c.text), true, options);
