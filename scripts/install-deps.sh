@@ -12,6 +12,11 @@ packages=(
   clang-format python3 python3-grpcio python3-protobuf socat procps
   systemd libxml2-utils bc
 )
+# npm installs the real agents of the e2e tests; a Node.js from elsewhere (e.g. NodeSource) is
+# used as is, Debian's is installed only when there is none.
+if ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 if [[ "${KTESIO_INSTALL_FUZZ:-0}" == 1 ]]; then
   packages+=(clang libclang-rt-14-dev)
 fi

@@ -17,6 +17,7 @@ case "${1:-}" in
 esac
 
 scripts/install-deps.sh
+scripts/install-agents.sh  # real agents for tests/e2e (skipped, with the reason, when unreachable)
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
