@@ -228,7 +228,8 @@ int Usage(Context& ctx, const std::vector<std::string>& args) {
         " / ", u.current_run_output_tokens(), ")",
         u.has_cumulative_dollars() ? absl::StrCat(", ", FormatDollars(u.cumulative_dollars())) : "",
         u.unknown_usage_calls() > 0
-            ? absl::StrCat(", ", u.unknown_usage_calls(), " calls with unknown usage")
+            ? absl::StrCat(", ", u.unknown_usage_calls(),
+                           u.unknown_usage_calls() == 1 ? " call" : " calls", " with unknown usage")
             : "",
         "\n"));
   } else {

@@ -179,10 +179,11 @@ void Engine::RecordObservedCall(const metering::CallRecord& record) {
   } else {
     log_->info("model call without usage instance={} run={} api={}", row.name, run,
                metering::ApiShapeName(record.shape));
-    logs::AppendEngineLine(row.home + "/logs", NowUnixMs(),
-                           absl::StrCat("a ", std::string(metering::ApiShapeName(record.shape)),
-                                        " call's provider reported no usage: counted as "
-                                        "unknown, not as zero tokens"))
+    logs::AppendEngineLine(
+        row.home + "/logs", NowUnixMs(),
+        absl::StrCat("model call (", std::string(metering::ApiShapeName(record.shape)),
+                     ") without usage from the provider: counted as "
+                     "unknown, not as zero tokens"))
         .IgnoreError();
   }
   ActOnBreaches(row, run, breaches, limits);

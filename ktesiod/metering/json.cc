@@ -102,7 +102,7 @@ class Parser {
       if (!ParseValue(member, depth + 1)) {
         return false;
       }
-      out.members.emplace_back(std::move(key), std::move(member));
+      out.members.push_back(Member{std::move(key), std::move(member)});
       SkipSpace();
       if (pos_ < text_.size() && text_[pos_] == ',') {
         ++pos_;
@@ -298,8 +298,8 @@ const Value* Value::Find(std::string_view key) const {
     return nullptr;
   }
   for (auto it = members.rbegin(); it != members.rend(); ++it) {
-    if (it->first == key) {
-      return &it->second;
+    if (it->key == key) {
+      return &it->value;
     }
   }
   return nullptr;

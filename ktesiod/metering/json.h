@@ -20,13 +20,15 @@ namespace ktesio::daemon::metering::json {
 
 enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
 
+struct Member;
+
 struct Value {
   Kind kind = Kind::kNull;
   bool boolean = false;
-  std::string text;          // the decoded string, or a number's source text
-  std::vector<Value> items;  // arrays
-  std::vector<std::pair<std::string, Value>> members;  // objects, in source order
-  size_t begin = 0;  // byte span [begin, end) of this value in the source
+  std::string text;             // the decoded string, or a number's source text
+  std::vector<Value> items;     // arrays
+  std::vector<Member> members;  // objects, in source order
+  size_t begin = 0;             // byte span [begin, end) of this value in the source
   size_t end = 0;
 
   // The member named `key` (the last one when repeated), or nullptr (also for non-objects).
@@ -36,6 +38,11 @@ struct Value {
   // A non-negative integer that fits uint64 (no fraction, no exponent), else nullopt.
   std::optional<uint64_t> AsUint() const;
   bool IsNull() const { return kind == Kind::kNull; }
+};
+
+struct Member {
+  std::string key;
+  Value value;
 };
 
 // Parses exactly one JSON value (surrounding whitespace allowed). nullopt on any error.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <initializer_list>
 
 namespace ktesio::daemon::metering {
 namespace {
@@ -23,11 +25,27 @@ std::string Splice(std::string_view body, size_t begin, size_t end, std::string_
   return out;
 }
 
-uint64_t UintOr(const json::Value* value, uint64_t fallback) {
-  if (value == nullptr) {
-    return fallback;
+// Token counts beyond the ledger's signed 64-bit range are not believable: treated as absent.
+constexpr uint64_t kMaxTokens = static_cast<uint64_t>(INT64_MAX);
+
+uint64_t SaturatingSum(std::initializer_list<uint64_t> values) {
+  uint64_t sum = 0;
+  for (uint64_t v : values) {
+    sum = v > kMaxTokens - sum ? kMaxTokens : sum + v;
   }
-  return value->AsUint().value_or(fallback);
+  return sum;
+}
+
+std::optional<uint64_t> Tokens(const json::Value* value) {
+  if (value == nullptr) {
+    return std::nullopt;
+  }
+  std::optional<uint64_t> n = value->AsUint();
+  return n.has_value() && *n <= kMaxTokens ? n : std::nullopt;
+}
+
+uint64_t UintOr(const json::Value* value, uint64_t fallback) {
+  return Tokens(value).value_or(fallback);
 }
 
 }  // namespace
@@ -107,7 +125,7 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
 }
 
 void ResponseMeter::Begin(unsigned status, std::string_view content_type) {
-  metered_ = status >= 200 && status < 300;
+  metered_ = post_ && status >= 200 && status < 300;
   sse_ = ContainsIgnoreCase(content_type, "text/event-stream");
 }
 
@@ -239,7 +257,8 @@ void ResponseMeter::Observe(const json::Value& value) {
       anthropic_input_ = UintOr(usage->Find("input_tokens"), 0);
       anthropic_cache_create_ = UintOr(usage->Find("cache_creation_input_tokens"), 0);
       anthropic_cache_read_ = UintOr(usage->Find("cache_read_input_tokens"), 0);
-      usage_.input = anthropic_input_ + anthropic_cache_create_ + anthropic_cache_read_;
+      usage_.input =
+          SaturatingSum({anthropic_input_, anthropic_cache_create_, anthropic_cache_read_});
       usage_.output = UintOr(usage->Find("output_tokens"), 0);
     }
     return;
@@ -263,8 +282,8 @@ void ResponseMeter::ObserveUsageObject(const json::Value& usage) {
   const json::Value* prompt = usage.Find("prompt_tokens");
   const json::Value* completion = usage.Find("completion_tokens");
   if (prompt != nullptr || completion != nullptr) {
-    if (prompt != nullptr && completion != nullptr && prompt->AsUint() && completion->AsUint()) {
-      usage_ = TokenUsage{*prompt->AsUint(), *completion->AsUint()};
+    if (Tokens(prompt) && Tokens(completion)) {
+      usage_ = TokenUsage{*Tokens(prompt), *Tokens(completion)};
       known_ = true;
     }
     return;
@@ -277,19 +296,21 @@ void ResponseMeter::ObserveUsageObject(const json::Value& usage) {
     anthropic_cache_create_ =
         UintOr(usage.Find("cache_creation_input_tokens"), anthropic_cache_create_);
     anthropic_cache_read_ = UintOr(usage.Find("cache_read_input_tokens"), anthropic_cache_read_);
-    usage_.input = anthropic_input_ + anthropic_cache_create_ + anthropic_cache_read_;
-    if (output != nullptr && output->AsUint()) {
-      usage_.output = *output->AsUint();
+    usage_.input =
+        SaturatingSum({anthropic_input_, anthropic_cache_create_, anthropic_cache_read_});
+    if (Tokens(output)) {
+      usage_.output = *Tokens(output);
       known_ = true;
     }
     return;
   }
   // OpenAI Responses (input_tokens_details is a breakdown, not an addition) or a whole
   // Anthropic message (cache tokens are billed on top of input_tokens).
-  if (input != nullptr && output != nullptr && input->AsUint() && output->AsUint()) {
-    usage_.input = *input->AsUint() + UintOr(usage.Find("cache_creation_input_tokens"), 0) +
-                   UintOr(usage.Find("cache_read_input_tokens"), 0);
-    usage_.output = *output->AsUint();
+  if (Tokens(input) && Tokens(output)) {
+    usage_.input =
+        SaturatingSum({*Tokens(input), UintOr(usage.Find("cache_creation_input_tokens"), 0),
+                       UintOr(usage.Find("cache_read_input_tokens"), 0)});
+    usage_.output = *Tokens(output);
     known_ = true;
   }
 }

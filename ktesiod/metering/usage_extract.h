@@ -48,8 +48,9 @@ class ResponseMeter {
   // Bodies kept for parsing are capped (a larger JSON body is relayed but its usage is unknown).
   static constexpr size_t kMaxParsedBytes = 16u << 20;
 
-  ResponseMeter(ApiShape shape, bool strip_injected_usage)
-      : shape_(shape), strip_(strip_injected_usage) {}
+  // `post`: only POST requests are model calls (a GET of a stored response repeats its usage).
+  ResponseMeter(ApiShape shape, bool strip_injected_usage, bool post = true)
+      : shape_(shape), strip_(strip_injected_usage), post_(post) {}
 
   // The response head: only 2xx responses are metered; SSE is recognized by content type.
   void Begin(unsigned status, std::string_view content_type);
@@ -70,6 +71,7 @@ class ResponseMeter {
 
   ApiShape shape_;
   bool strip_;
+  bool post_;
   bool metered_ = false;
   bool sse_ = false;
   bool overflow_ = false;

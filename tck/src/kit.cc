@@ -893,6 +893,7 @@ class Kit {
     LoopbackProvider provider;
     if (provider.port() == 0) throw Fail("cannot listen on 127.0.0.1 for the kit's provider");
     const std::string name = NewName("metering_engine_observed");
+    UseArgvWrapperIfFlags(name);
     MustRegisterProbe(name, {"--heartbeat-ms", "1000"}, c::MeteringSource::kEngineObserved);
     MustSetConfig(name, "metering.upstream_base_url",
                   "http://127.0.0.1:" + std::to_string(provider.port()) + "/v1");

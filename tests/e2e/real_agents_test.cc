@@ -83,9 +83,8 @@ class RealAgentTest : public ::testing::Test {
                  usage["unknown_usage_calls"].Int() == unknown;
         },
         std::chrono::milliseconds(30000)))
-        << "provider: " << calls.size() << " calls, " << input << "/" << output << ", "
-        << unknown << " unknown; ledger: "
-        << daemon_.Ctl({"agent", "usage", name, "--json"}).out << "\n"
+        << "provider: " << calls.size() << " calls, " << input << "/" << output << ", " << unknown
+        << " unknown; ledger: " << daemon_.Ctl({"agent", "usage", name, "--json"}).out << "\n"
         << Logs(name);
     EXPECT_GT(input, 0u);
     // The key reached the provider through the proxy but was never logged by the daemon.
@@ -99,8 +98,7 @@ class RealAgentTest : public ::testing::Test {
 };
 
 TEST_F(RealAgentTest, CodexExecIsMeteredThroughTheProxy) {
-  RunResult reg = daemon_.Ctl(
-      {"agent", "register", "codex", "--manifest", kExamples + "/codex"});
+  RunResult reg = daemon_.Ctl({"agent", "register", "codex", "--manifest", kExamples + "/codex"});
   ASSERT_EQ(reg.exit_code, 0) << reg.err;
   Set("codex", "metering.upstream_base_url", provider_->url() + "/v1");
   Set("codex", "model", "fake-model");
@@ -121,8 +119,8 @@ TEST_F(RealAgentTest, CodexExecIsMeteredThroughTheProxy) {
 }
 
 TEST_F(RealAgentTest, OpencodeServerIsMeteredThroughTheProxy) {
-  RunResult reg = daemon_.Ctl(
-      {"agent", "register", "opencode", "--manifest", kExamples + "/opencode"});
+  RunResult reg =
+      daemon_.Ctl({"agent", "register", "opencode", "--manifest", kExamples + "/opencode"});
   ASSERT_EQ(reg.exit_code, 0) << reg.err;
   const std::string home = Instance("opencode")["agent_home"].string;
   ASSERT_FALSE(home.empty());
@@ -158,10 +156,12 @@ TEST_F(RealAgentTest, OpencodeServerIsMeteredThroughTheProxy) {
   TempDir client_home;
   RunOptions client;
   client.timeout = std::chrono::milliseconds(120000);
-  client.extra_env = {"XDG_DATA_HOME=" + client_home.path(), "XDG_CONFIG_HOME=" + client_home.path(),
-                      "XDG_CACHE_HOME=" + client_home.path(), "XDG_STATE_HOME=" + client_home.path(),
-                      "OPENCODE_DISABLE_AUTOUPDATE=1"};
-  RunResult turn = RunProcess({bin_ + "/opencode", "run", "--attach", server, "Say hello."}, client);
+  client.extra_env = {"XDG_DATA_HOME=" + client_home.path(),
+                      "XDG_CONFIG_HOME=" + client_home.path(),
+                      "XDG_CACHE_HOME=" + client_home.path(),
+                      "XDG_STATE_HOME=" + client_home.path(), "OPENCODE_DISABLE_AUTOUPDATE=1"};
+  RunResult turn =
+      RunProcess({bin_ + "/opencode", "run", "--attach", server, "Say hello."}, client);
   EXPECT_EQ(turn.exit_code, 0) << turn.out << turn.err << Logs("opencode");
   ExpectLedgerEqualsProvider("opencode", 1);
   for (const FakeProvider::Call& call : provider_->Calls()) {

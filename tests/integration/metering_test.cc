@@ -176,7 +176,8 @@ TEST_F(MeteringTest, TokenBudgetStopsAnEngineObservedAgent) {
   ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "a", "budget.breach_action", "stop"}).exit_code,
             0);
   ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
-  Call("a", "chat");
+  // The stop may land before the agent prints its CALL line: wait for the state only.
+  ASSERT_EQ(daemon_.Ctl({"agent", "send", "a", "chat"}).exit_code, 0);
   ASSERT_TRUE(WaitFor([&] { return Instance("a")["state"].string == "stopped"; }))
       << Instance("a")["state"].string;
   RunOptions briefly;

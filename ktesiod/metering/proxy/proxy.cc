@@ -403,7 +403,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   }
   auto& response = parser.get();
   const unsigned status = response.result_int();
-  ResponseMeter meter(plan.shape, plan.injected);
+  ResponseMeter meter(plan.shape, plan.injected, out.method() == http::verb::post);
   meter.Begin(status, std::string_view(response[http::field::content_type].data(),
                                        response[http::field::content_type].size()));
   const bool no_body = head_request || status / 100 == 1 || status == 204 || status == 304;

@@ -1,0 +1,60 @@
+// Fuzzes the metering proxy's parsers: the JSON reader, request planning (include_usage
+// injection must always yield valid JSON) and the response meter over SSE and JSON bodies fed
+// in arbitrary splits. Invariants: no crash; without stripping, the forwarded bytes equal the
+// input exactly; with stripping, the output is never longer than the input.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "metering/json.h"
+#include "metering/usage_extract.h"
+
+namespace {
+
+void Check(bool condition) {
+  if (!condition) {
+    std::abort();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace ktesio::daemon::metering;
+  if (size < 2) {
+    return 0;
+  }
+  const std::string_view control(reinterpret_cast<const char*>(data), 2);
+  const std::string_view input(reinterpret_cast<const char*>(data) + 2, size - 2);
+  if (std::optional<json::Value> value = json::Parse(input)) {
+    Check(value->begin <= value->end && value->end <= input.size());
+  }
+  const RequestPlan plan = PlanRequest("POST", "/v1/chat/completions", input);
+  if (plan.body.has_value()) {
+    Check(plan.injected);
+    Check(json::Parse(*plan.body).has_value());
+  }
+  const bool strip = (control[0] & 1) != 0;
+  const bool sse = (control[0] & 2) != 0;
+  const size_t step = 1 + static_cast<unsigned char>(control[1]) % 64;
+  ResponseMeter meter(static_cast<ApiShape>((control[0] >> 2) % 4), strip);
+  meter.Begin(200, sse ? "text/event-stream" : "application/json");
+  std::string forwarded;
+  for (size_t at = 0; at < input.size(); at += step) {
+    meter.Feed(input.substr(at, step), forwarded);
+  }
+  meter.Finish((control[0] & 64) != 0, forwarded);
+  if (!strip || !sse) {
+    Check(forwarded == input);
+  } else {
+    Check(forwarded.size() <= input.size());
+  }
+  if (meter.outcome() == ResponseMeter::Outcome::kKnown) {
+    Check(meter.usage().input <= static_cast<uint64_t>(INT64_MAX));
+    Check(meter.usage().output <= static_cast<uint64_t>(INT64_MAX));
+  }
+  return 0;
+}
