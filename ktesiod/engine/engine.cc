@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -32,10 +33,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const DaemonPaths& paths,
   Engine* raw = engine.get();
   absl::StatusOr<std::unique_ptr<metering::MeteringProxy>> proxy = metering::MeteringProxy::Create(
       std::move(options.proxy),
-      [raw](metering::CallRecord record) {
-        raw->Post([raw, record = std::move(record)] { raw->RecordObservedCall(record); });
-      },
-      logger);
+      [raw](metering::CallRecord record) { raw->QueueObservedCall(std::move(record)); }, logger);
   if (!proxy.ok()) {
     return proxy.status();
   }
@@ -74,7 +72,10 @@ void Engine::Start() {
     ReopenProxies();
     StartUsageAfterReconcile();
   });
-  thread_ = std::thread([this] { io_.run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "kt-engine");
+    io_.run();
+  });
 }
 
 void Engine::Stop() {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -166,7 +167,14 @@ class Engine {
   // the proxy's call records, and re-listening for re-adopted agents.
   absl::StatusOr<supervisor::Delivery> DeliverFor(const store::InstanceRow& row,
                                                   const v1::AdapterSnapshot& snapshot);
-  void RecordObservedCall(const metering::CallRecord& record);
+  // Proxy thread: queues a call record; the first of a batch wakes the engine.
+  void QueueObservedCall(metering::CallRecord record);
+  void FlushObservedCalls();  // engine thread
+  void RecordObservedCalls(const std::string& name,
+                           const std::vector<metering::CallRecord>& records);
+  std::mutex calls_mu_;
+  std::vector<metering::CallRecord> pending_calls_;  // guarded by calls_mu_
+  bool calls_flush_posted_ = false;                  // guarded by calls_mu_
   void ReopenProxies();
   std::string ProxyUrl(const std::string& name) const;
   uint64_t next_subscription_ = 1;

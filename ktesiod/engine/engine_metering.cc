@@ -139,8 +139,40 @@ void Engine::ReopenProxies() {
   }
 }
 
-void Engine::RecordObservedCall(const metering::CallRecord& record) {
-  absl::StatusOr<std::optional<store::InstanceRow>> found = store_->FindInstance(record.instance);
+void Engine::QueueObservedCall(metering::CallRecord record) {
+  // Calls finishing together are committed together (one transaction per instance per batch),
+  // and only the first of a batch pays for waking the engine thread.
+  bool wake = false;
+  {
+    std::lock_guard lock(calls_mu_);
+    pending_calls_.push_back(std::move(record));
+    wake = !calls_flush_posted_;
+    calls_flush_posted_ = true;
+  }
+  if (wake) {
+    Post([this] { FlushObservedCalls(); });
+  }
+}
+
+void Engine::FlushObservedCalls() {
+  std::vector<metering::CallRecord> batch;
+  {
+    std::lock_guard lock(calls_mu_);
+    batch.swap(pending_calls_);
+    calls_flush_posted_ = false;
+  }
+  std::map<std::string, std::vector<metering::CallRecord>> by_instance;
+  for (metering::CallRecord& record : batch) {
+    by_instance[record.instance].push_back(std::move(record));
+  }
+  for (const auto& [name, records] : by_instance) {
+    RecordObservedCalls(name, records);
+  }
+}
+
+void Engine::RecordObservedCalls(const std::string& name,
+                                 const std::vector<metering::CallRecord>& records) {
+  absl::StatusOr<std::optional<store::InstanceRow>> found = store_->FindInstance(name);
   if (!found.ok() || !found->has_value()) {
     return;  // removed meanwhile: nothing to charge
   }
@@ -148,42 +180,49 @@ void Engine::RecordObservedCall(const metering::CallRecord& record) {
   const int64_t run = row.current_run;
   const budget::Limits limits = config_.Limits(row);
   std::vector<budget::Breach> breaches;
+  size_t known = 0;
   absl::Status status = store_->InTransaction([&]() -> absl::Status {
-    absl::StatusOr<int64_t> sequence = store_->NextSequence(row.id, run);
-    if (!sequence.ok()) {
-      return sequence.status();
+    absl::StatusOr<int64_t> next = store_->NextSequence(row.id, run);
+    if (!next.ok()) {
+      return next.status();
     }
     absl::StatusOr<metering::LedgerWriter> ledger =
         metering::LedgerWriter::Begin(*store_, row, run, "engine-observed", limits, NowUnixMs());
     if (!ledger.ok()) {
       return ledger.status();
     }
-    absl::StatusOr<bool> added =
-        record.known
-            ? ledger->Add(static_cast<uint64_t>(*sequence), record.usage.input, record.usage.output)
-            : ledger->AddUnknown(static_cast<uint64_t>(*sequence),
-                                 metering::ApiShapeName(record.shape));
-    if (!added.ok()) {
-      return added.status();
+    uint64_t sequence = static_cast<uint64_t>(*next);
+    for (const metering::CallRecord& record : records) {
+      absl::StatusOr<bool> added =
+          record.known ? ledger->Add(sequence, record.usage.input, record.usage.output)
+                       : ledger->AddUnknown(sequence, metering::ApiShapeName(record.shape));
+      if (!added.ok()) {
+        return added.status();
+      }
+      ++sequence;
+      known += record.known ? 1 : 0;
     }
     breaches = ledger->breaches();
-    return absl::OkStatus();
+    return ledger->Finish();
   });
   if (!status.ok()) {
-    log_->error("metered call not recorded instance={} run={} error={}", row.name, run,
-                std::string(status.message()));
+    log_->error("metered calls not recorded instance={} run={} calls={} error={}", row.name, run,
+                records.size(), std::string(status.message()));
     return;
   }
-  if (record.known) {
+  if (known > 0) {
     PublishEvents();
-  } else {
-    log_->info("model call without usage instance={} run={} api={}", row.name, run,
-               metering::ApiShapeName(record.shape));
-    logs::AppendEngineLine(
-        row.home + "/logs", NowUnixMs(),
-        absl::StrCat("model call (", std::string(metering::ApiShapeName(record.shape)),
-                     ") without usage from the provider: counted as "
-                     "unknown, not as zero tokens"))
+  }
+  for (const metering::CallRecord& record : records) {
+    if (record.known) {
+      continue;
+    }
+    const std::string api(metering::ApiShapeName(record.shape));
+    log_->info("model call without usage instance={} run={} api={}", row.name, run, api);
+    logs::AppendEngineLine(row.home + "/logs", NowUnixMs(),
+                           absl::StrCat("model call (", api,
+                                        ") without usage from the provider: counted as "
+                                        "unknown, not as zero tokens"))
         .IgnoreError();
   }
   ActOnBreaches(row, run, breaches, limits);

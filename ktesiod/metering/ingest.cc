@@ -90,6 +90,9 @@ absl::StatusOr<IngestResult> IngestUsageFile(store::Store& store, const store::I
       }
       ++(*added ? result.accepted : result.duplicates);
     }
+    if (absl::Status finished = ledger->Finish(); !finished.ok()) {
+      return finished;
+    }
     result.breaches = ledger->breaches();
     cursor->Bind(1, row.id).Bind(2, run).Bind(3, new_offset);
     return cursor->Run();

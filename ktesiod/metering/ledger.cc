@@ -1,5 +1,7 @@
 #include "metering/ledger.h"
 
+#include <algorithm>
+
 #include "ktesio/contract/json_writer.h"
 #include "logs/segments.h"
 
@@ -104,6 +106,14 @@ absl::StatusOr<bool> LedgerWriter::Add(uint64_t sequence, uint64_t input_tokens,
   if (absl::Status s = event_.Run(); !s.ok()) {
     return s;
   }
+  delta_.input = budget::SaturatingAdd(delta_.input, input_tokens);
+  delta_.output = budget::SaturatingAdd(delta_.output, output_tokens);
+  if (cost.has_value()) {
+    delta_.micros = budget::SaturatingAdd(delta_.micros, *cost);
+    ++delta_.priced;
+  } else {
+    ++delta_.unpriced;
+  }
   const uint64_t tokens = budget::SaturatingAdd(input_tokens, output_tokens);
   totals_.run_tokens = budget::SaturatingAdd(totals_.run_tokens, tokens);
   totals_.cumulative_tokens = budget::SaturatingAdd(totals_.cumulative_tokens, tokens);
@@ -124,7 +134,44 @@ absl::StatusOr<bool> LedgerWriter::AddUnknown(uint64_t sequence, std::string_vie
   if (absl::Status s = unknown_.Run(); !s.ok()) {
     return s;
   }
-  return sqlite3_changes(store_->db().raw()) > 0;
+  if (sqlite3_changes(store_->db().raw()) == 0) {
+    return false;
+  }
+  ++delta_.unknown;
+  return true;
+}
+
+absl::Status LedgerWriter::Finish() {
+  if (delta_.input == 0 && delta_.output == 0 && delta_.priced == 0 && delta_.unpriced == 0 &&
+      delta_.unknown == 0) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<store::Statement> upsert = store_->db().Prepare(
+      "INSERT INTO usage_totals (instance_id, run, input_tokens, output_tokens, cost_micros, "
+      "priced_events, unpriced_events, unknown_calls) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+      "ON CONFLICT (instance_id, run) DO UPDATE SET "
+      // Saturating at 2^63 - 1, as budgets do: an overflow must never wedge ingestion.
+      "input_tokens = CASE WHEN input_tokens > 9223372036854775807 - excluded.input_tokens "
+      "THEN 9223372036854775807 ELSE input_tokens + excluded.input_tokens END, "
+      "output_tokens = CASE WHEN output_tokens > 9223372036854775807 - excluded.output_tokens "
+      "THEN 9223372036854775807 ELSE output_tokens + excluded.output_tokens END, "
+      "cost_micros = CASE WHEN cost_micros > 9223372036854775807 - excluded.cost_micros "
+      "THEN 9223372036854775807 ELSE cost_micros + excluded.cost_micros END, "
+      "priced_events = priced_events + excluded.priced_events, "
+      "unpriced_events = unpriced_events + excluded.unpriced_events, "
+      "unknown_calls = unknown_calls + excluded.unknown_calls");
+  if (!upsert.ok()) {
+    return upsert.status();
+  }
+  upsert->Bind(1, row_.id).Bind(2, run_);
+  constexpr uint64_t kMax = static_cast<uint64_t>(INT64_MAX);
+  upsert->Bind(3, static_cast<int64_t>(std::min(delta_.input, kMax)));
+  upsert->Bind(4, static_cast<int64_t>(std::min(delta_.output, kMax)));
+  upsert->Bind(5, delta_.micros).Bind(6, static_cast<int64_t>(delta_.priced));
+  upsert->Bind(7, static_cast<int64_t>(delta_.unpriced));
+  upsert->Bind(8, static_cast<int64_t>(delta_.unknown));
+  delta_ = Delta{};
+  return upsert->Run();
 }
 
 absl::Status LedgerWriter::RecordBreaches() {

@@ -34,6 +34,10 @@ class LedgerWriter {
   // Records a metered call whose usage was absent. Errors: STORE_ERROR.
   absl::StatusOr<bool> AddUnknown(uint64_t sequence, std::string_view api);
 
+  // Folds what was added into the per-run totals (usage_totals). Call once, last, inside the
+  // same transaction. Errors: STORE_ERROR.
+  absl::Status Finish();
+
   // The dimensions crossed by the events added so far, in firing order.
   const std::vector<budget::Breach>& breaches() const { return breaches_; }
 
@@ -51,6 +55,10 @@ class LedgerWriter {
   budget::Totals totals_;
   budget::Fired fired_;
   std::vector<budget::Breach> breaches_;
+  struct Delta {
+    uint64_t input = 0, output = 0, priced = 0, unpriced = 0, unknown = 0;
+    int64_t micros = 0;
+  } delta_;
   store::Statement insert_, event_, breach_, breach_event_, unknown_;
 };
 

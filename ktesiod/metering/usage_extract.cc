@@ -87,8 +87,8 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
     return plan;
   }
   plan.shape = ShapeOfTarget(target);
-  if (plan.shape == ApiShape::kOther) {
-    return plan;
+  if (plan.shape == ApiShape::kOther || body.find("\"stream\"") == std::string_view::npos) {
+    return plan;  // nothing to rewrite: no need to parse the body
   }
   std::optional<json::Value> root = json::Parse(body);
   if (!root.has_value() || root->kind != json::Kind::kObject) {
@@ -146,23 +146,31 @@ void ResponseMeter::Feed(std::string_view data, std::string& forward) {
   }
   forward_ = &forward;
   const bool holding = strip_;
-  for (char c : data) {
-    if (holding) {
-      event_raw_.push_back(c);
-    }
+  size_t at = 0;
+  while (at < data.size()) {
     if (pending_cr_) {
       pending_cr_ = false;
-      if (c == '\n') {
+      if (data[at] == '\n') {
+        if (holding) {
+          event_raw_.push_back('\n');
+        }
+        ++at;
         continue;
       }
     }
-    if (c == '\r' || c == '\n') {
-      pending_cr_ = c == '\r';
-      OnLine(body_);
-      body_.clear();
-      continue;
+    const size_t eol = data.find_first_of("\r\n", at);
+    const size_t end = eol == std::string_view::npos ? data.size() : eol;
+    body_.append(data.substr(at, end - at));
+    if (holding) {
+      event_raw_.append(data.substr(at, end - at + (eol == std::string_view::npos ? 0 : 1)));
     }
-    body_.push_back(c);
+    if (eol == std::string_view::npos) {
+      break;
+    }
+    pending_cr_ = data[eol] == '\r';
+    OnLine(body_);
+    body_.clear();
+    at = eol + 1;
   }
   if (!holding) {
     forward.append(data);
@@ -218,8 +226,28 @@ void ResponseMeter::OnLine(std::string_view line) {
   }
 }
 
+namespace {
+
+// Whether an event's data can carry usage: some `"usage"` key whose value is an object. Most
+// stream events (every content delta, `"usage":null` chunks) fail this cheap test and are never
+// parsed.
+bool MayCarryUsage(std::string_view data) {
+  for (size_t at = data.find("\"usage\""); at != std::string_view::npos;
+       at = data.find("\"usage\"", at + 1)) {
+    size_t i = at + 7;
+    while (i < data.size() && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n')) ++i;
+    if (i >= data.size() || data[i] != ':') continue;
+    ++i;
+    while (i < data.size() && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n')) ++i;
+    if (i < data.size() && data[i] == '{') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void ResponseMeter::Dispatch() {
-  if (event_has_data_ && event_data_ != "[DONE]") {
+  if (event_has_data_ && event_data_ != "[DONE]" && MayCarryUsage(event_data_)) {
     if (std::optional<json::Value> value = json::Parse(event_data_)) {
       Observe(*value);
       if (strip_) {

@@ -61,6 +61,8 @@ class ResponseMeter {
 
   enum class Outcome { kNotMetered, kKnown, kUnknown };
   Outcome outcome() const;
+  // Whether the body is an event stream (known after Begin).
+  bool streaming() const { return sse_; }
   TokenUsage usage() const { return usage_; }
 
  private:

@@ -19,22 +19,73 @@ absl::Status SqliteError(sqlite3* db, std::string_view what) {
       absl::StrCat("store: ", std::string(what), ": ", message, " (", code, ")"));
 }
 
+StatementCache::~StatementCache() {
+  for (auto& [sql, statements] : idle_) {
+    for (sqlite3_stmt* stmt : statements) {
+      sqlite3_finalize(stmt);
+    }
+  }
+}
+
+sqlite3_stmt* StatementCache::Take(std::string_view sql) {
+  auto it = idle_.find(std::string(sql));
+  if (it == idle_.end() || it->second.empty()) {
+    return nullptr;
+  }
+  sqlite3_stmt* stmt = it->second.back();
+  it->second.pop_back();
+  return stmt;
+}
+
+void StatementCache::Register(sqlite3_stmt* stmt, std::string_view sql) {
+  keys_.emplace(stmt, std::string(sql));
+}
+
+void StatementCache::Return(sqlite3_stmt* stmt) {
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  auto key = keys_.find(stmt);
+  std::vector<sqlite3_stmt*>* idle = key == keys_.end() ? nullptr : &idle_[key->second];
+  if (idle == nullptr || idle->size() >= 4) {  // more concurrent copies are not worth keeping
+    if (key != keys_.end()) {
+      keys_.erase(key);
+    }
+    sqlite3_finalize(stmt);
+    return;
+  }
+  idle->push_back(stmt);
+}
+
 Statement::Statement(Statement&& other) noexcept
     : db_(std::exchange(other.db_, nullptr)),
       stmt_(std::exchange(other.stmt_, nullptr)),
+      cache_(std::exchange(other.cache_, nullptr)),
       bind_error_(other.bind_error_) {}
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
-    sqlite3_finalize(stmt_);
+    Release();
     db_ = std::exchange(other.db_, nullptr);
     stmt_ = std::exchange(other.stmt_, nullptr);
+    cache_ = std::exchange(other.cache_, nullptr);
     bind_error_ = other.bind_error_;
   }
   return *this;
 }
 
-Statement::~Statement() { sqlite3_finalize(stmt_); }
+Statement::~Statement() { Release(); }
+
+void Statement::Release() {
+  if (stmt_ == nullptr) {
+    return;
+  }
+  if (cache_ != nullptr) {
+    cache_->Return(stmt_);
+  } else {
+    sqlite3_finalize(stmt_);
+  }
+  stmt_ = nullptr;
+}
 
 Statement& Statement::Bind(int index, std::string_view text) {
   int rc =
@@ -145,25 +196,41 @@ absl::StatusOr<Database> Database::Open(const std::string& path) {
   return Database(db);
 }
 
-Database::Database(Database&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+Database::Database(Database&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), cache_(std::move(other.cache_)) {}
 
 Database& Database::operator=(Database&& other) noexcept {
   if (this != &other) {
-    sqlite3_close(db_);
+    Close();
     db_ = std::exchange(other.db_, nullptr);
+    cache_ = std::move(other.cache_);
   }
   return *this;
 }
 
-Database::~Database() { sqlite3_close(db_); }
+Database::~Database() { Close(); }
+
+void Database::Close() {
+  cache_.reset();  // finalizes the idle statements first
+  if (db_ != nullptr) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+  }
+}
 
 absl::StatusOr<Statement> Database::Prepare(std::string_view sql) {
+  if (sqlite3_stmt* cached = cache_ ? cache_->Take(sql) : nullptr) {
+    return Statement(db_, cached, cache_.get());
+  }
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) {
     return SqliteError(db_, absl::StrCat("prepare ", std::string(sql)));
   }
-  return Statement(db_, stmt);
+  if (cache_) {
+    cache_->Register(stmt, sql);
+  }
+  return Statement(db_, stmt, cache_.get());
 }
 
 absl::Status Database::Exec(std::string_view sql) {

@@ -7,9 +7,12 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -17,10 +20,25 @@ namespace ktesio::daemon::store {
 
 absl::Status SqliteError(sqlite3* db, std::string_view what);
 
+// Prepared statements kept for reuse, keyed by their SQL text: preparing (parsing and planning
+// SQL) costs far more than running the small statements the store issues.
+class StatementCache {
+ public:
+  ~StatementCache();
+  sqlite3_stmt* Take(std::string_view sql);
+  void Register(sqlite3_stmt* stmt, std::string_view sql);  // a freshly prepared statement
+  void Return(sqlite3_stmt* stmt);                          // resets and unbinds it first
+
+ private:
+  std::unordered_map<std::string, std::vector<sqlite3_stmt*>> idle_;
+  std::unordered_map<sqlite3_stmt*, std::string> keys_;  // every live statement's SQL
+};
+
 class Statement {
  public:
   Statement() = default;
-  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  Statement(sqlite3* db, sqlite3_stmt* stmt, StatementCache* cache = nullptr)
+      : db_(db), stmt_(stmt), cache_(cache) {}
   Statement(Statement&& other) noexcept;
   Statement& operator=(Statement&& other) noexcept;
   Statement(const Statement&) = delete;
@@ -47,8 +65,10 @@ class Statement {
   std::string ColumnBlob(int column) const;
 
  private:
+  void Release();
   sqlite3* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
+  StatementCache* cache_ = nullptr;  // returned there instead of finalized
   int bind_error_ = SQLITE_OK;
 };
 
@@ -69,8 +89,10 @@ class Database {
   sqlite3* raw() const { return db_; }
 
  private:
-  explicit Database(sqlite3* db) : db_(db) {}
+  explicit Database(sqlite3* db) : db_(db), cache_(std::make_unique<StatementCache>()) {}
+  void Close();
   sqlite3* db_ = nullptr;
+  std::unique_ptr<StatementCache> cache_;  // heap: stable across moves of the Database
 };
 
 // BEGIN IMMEDIATE ... COMMIT, rolled back on destruction unless committed.

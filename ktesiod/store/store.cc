@@ -101,6 +101,29 @@ CREATE TABLE unknown_usage (
   UNIQUE (instance_id, run, sequence)
 ) STRICT;
 )sql",
+    // 6: per-run usage totals maintained with every ledger write, so reading an instance's
+    // usage costs one row per run instead of a scan of its whole ledger.
+    R"sql(
+CREATE TABLE usage_totals (
+  instance_id INTEGER NOT NULL REFERENCES instances(id) ON DELETE CASCADE,
+  run INTEGER NOT NULL,
+  input_tokens INTEGER NOT NULL DEFAULT 0,
+  output_tokens INTEGER NOT NULL DEFAULT 0,
+  cost_micros INTEGER NOT NULL DEFAULT 0,
+  priced_events INTEGER NOT NULL DEFAULT 0,
+  unpriced_events INTEGER NOT NULL DEFAULT 0,
+  unknown_calls INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (instance_id, run)
+) STRICT;
+INSERT INTO usage_totals (instance_id, run, input_tokens, output_tokens, cost_micros,
+                          priced_events, unpriced_events)
+  SELECT instance_id, run, SUM(input_tokens), SUM(output_tokens), COALESCE(SUM(cost_micros), 0),
+         COUNT(cost_micros), COUNT(*) - COUNT(cost_micros)
+  FROM usage_events GROUP BY instance_id, run;
+INSERT INTO usage_totals (instance_id, run, unknown_calls)
+  SELECT instance_id, run, COUNT(*) FROM unknown_usage GROUP BY instance_id, run
+  ON CONFLICT (instance_id, run) DO UPDATE SET unknown_calls = excluded.unknown_calls;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == kSchemaVersion);
@@ -320,8 +343,9 @@ absl::StatusOr<Store::UsageTotals> Store::Usage(int64_t instance_id, int64_t run
       "COALESCE(SUM(CASE WHEN run = ?2 THEN output_tokens END), 0), "
       "COALESCE(SUM(cost_micros), 0), "
       "COALESCE(SUM(CASE WHEN run = ?2 THEN cost_micros END), 0), "
-      "COUNT(cost_micros), COUNT(*) - COUNT(cost_micros) "
-      "FROM usage_events WHERE instance_id = ?1");
+      "COALESCE(SUM(priced_events), 0), COALESCE(SUM(unpriced_events), 0), "
+      "COALESCE(SUM(unknown_calls), 0) "
+      "FROM usage_totals WHERE instance_id = ?1");
   if (!stmt.ok()) {
     return stmt.status();
   }
@@ -339,16 +363,7 @@ absl::StatusOr<Store::UsageTotals> Store::Usage(int64_t instance_id, int64_t run
   totals.run_micros = stmt->ColumnInt(5);
   totals.priced_events = static_cast<uint64_t>(stmt->ColumnInt(6));
   totals.unpriced_events = static_cast<uint64_t>(stmt->ColumnInt(7));
-  absl::StatusOr<Statement> unknown =
-      db_.Prepare("SELECT COUNT(*) FROM unknown_usage WHERE instance_id = ?1");
-  if (!unknown.ok()) {
-    return unknown.status();
-  }
-  unknown->Bind(1, instance_id);
-  if (absl::StatusOr<bool> counted = unknown->Step(); !counted.ok()) {
-    return counted.status();
-  }
-  totals.unknown_calls = static_cast<uint64_t>(unknown->ColumnInt(0));
+  totals.unknown_calls = static_cast<uint64_t>(stmt->ColumnInt(8));
   return totals;
 }
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <openssl/ssl.h>
+#include <pthread.h>
 
 #include <array>
 #include <limits>
@@ -106,11 +107,30 @@ std::string FixedResponse(unsigned status, std::string_view reason, std::string_
                       keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n", std::string(body));
 }
 
+// Re-arms a stream's idle deadline at most once a second: each arming is a timer operation,
+// and a stream relays many pieces a second. The deadline thus lies between idle - 1 s and idle
+// after the last activity.
+class IdleDeadline {
+ public:
+  void Touch(beast::tcp_stream& stream, std::chrono::milliseconds idle) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - armed_ >= std::chrono::seconds(1)) {
+      stream.expires_after(idle);
+      armed_ = now;
+    }
+  }
+  void Reset() { armed_ = {}; }
+
+ private:
+  std::chrono::steady_clock::time_point armed_{};
+};
+
 // One upstream connection, plain or TLS.
 struct UpstreamConn {
   std::unique_ptr<beast::tcp_stream> plain;
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
+  IdleDeadline idle;
 
   beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
   bool open() { return (plain || tls) && lowest().socket().is_open(); }
@@ -122,13 +142,16 @@ struct UpstreamConn {
     plain.reset();
     tls.reset();
     buffer.clear();
+    idle.Reset();
   }
 };
 
 struct ConnState {
   explicit ConnState(tcp::socket socket) : client(std::move(socket)) {}
   beast::tcp_stream client;
+  IdleDeadline client_idle;
   UpstreamConn up;
+  std::vector<char> relay_buffer;  // response body pieces, reused across requests
 };
 
 // How one request/response exchange ended.
@@ -198,7 +221,10 @@ absl::StatusOr<std::unique_ptr<MeteringProxy>> MeteringProxy::Create(
   }
   impl->tls.set_verify_mode(ssl::verify_peer);
   Impl* raw = impl.get();
-  raw->thread = std::thread([raw] { raw->io.run(); });
+  raw->thread = std::thread([raw] {
+    pthread_setname_np(pthread_self(), "kt-proxy");
+    raw->io.run();
+  });
   return std::unique_ptr<MeteringProxy>(new MeteringProxy(std::move(impl)));
 }
 
@@ -360,6 +386,7 @@ asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, Ups
     }
   }
   up.lowest().expires_never();
+  up.idle.Reset();
   co_return true;
 }
 
@@ -384,7 +411,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
     http::request<http::string_body>& out, bool reused, const RequestPlan& plan, bool head_request,
     int client_version, bool& keep_alive, const std::string& instance) {
   error_code ec;
-  up.lowest().expires_after(options.idle_timeout);
+  up.idle.Touch(up.lowest(), options.idle_timeout);
   co_await http::async_write(upstream_stream, out, Await(ec));
   if (ec) {
     log->debug("metering proxy: upstream write failed reused={} ({})", reused, ec.message());
@@ -441,69 +468,118 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
     head.append("Connection: close\r\n");
   }
   head.append("\r\n");
-  conn.client.expires_after(options.idle_timeout);
-  co_await asio::async_write(conn.client, asio::buffer(head), Await(ec));
-  if (ec) {
-    co_return Exchange::kClientGone;
-  }
-  std::vector<char> buffer(kRelayBuffer);
-  std::string forward;
-  bool cut = false;
-  auto send = [&](std::string_view data) -> asio::awaitable<bool> {
-    if (data.empty()) {
+  // Writes whatever is pending (the head, until it has gone out), `data` framed for the client,
+  // and — when `last` — the terminating chunk: one gathered write per piece of the body.
+  std::string pending = std::move(head);
+  std::vector<asio::const_buffer> pieces;
+  auto flush = [&](std::string_view data, bool last) -> asio::awaitable<bool> {
+    char size_line[24];
+    pieces.clear();
+    if (!pending.empty()) {
+      pieces.push_back(asio::buffer(pending));
+    }
+    if (!data.empty()) {
+      if (chunked) {
+        const int n = std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
+        pieces.push_back(asio::buffer(size_line, static_cast<size_t>(n)));
+      }
+      pieces.push_back(asio::buffer(data.data(), data.size()));
+      if (chunked) {
+        pieces.push_back(asio::buffer("\r\n", 2));
+      }
+    }
+    if (last && chunked) {
+      pieces.push_back(asio::buffer("0\r\n\r\n", 5));
+    }
+    if (pieces.empty()) {
       co_return true;
     }
     error_code write_ec;
-    conn.client.expires_after(options.idle_timeout);
-    if (chunked) {
-      char size_line[24];
-      const int n = std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
-      std::array<asio::const_buffer, 3> pieces{asio::buffer(size_line, static_cast<size_t>(n)),
-                                               asio::buffer(data.data(), data.size()),
-                                               asio::buffer("\r\n", 2)};
-      co_await asio::async_write(conn.client, pieces, Await(write_ec));
-    } else {
-      co_await asio::async_write(conn.client, asio::buffer(data.data(), data.size()),
-                                 Await(write_ec));
-    }
+    conn.client_idle.Touch(conn.client, options.idle_timeout);
+    co_await asio::async_write(conn.client, pieces, Await(write_ec));
+    pending.clear();
     co_return !write_ec;
   };
-  while (!parser.is_done()) {
-    response.body().data = buffer.data();
-    response.body().size = buffer.size();
-    up.lowest().expires_after(options.idle_timeout);
-    co_await http::async_read_some(upstream_stream, up.buffer, parser, Await(ec));
-    if (ec == http::error::need_buffer) {
-      ec = {};
+  std::vector<char>& buffer = conn.relay_buffer;
+  buffer.resize(kRelayBuffer);
+  std::string forward;
+  bool done = parser.is_done();
+  if (done) {
+    meter.Finish(true, forward);
+  }
+  // A stream's head goes out at once (the agent is waiting for its first token); a plain body's
+  // head goes out with the body's first bytes.
+  if ((meter.streaming() || done) && !co_await flush(forward, done)) {
+    co_return Exchange::kClientGone;
+  }
+  forward.clear();
+  bool cut = false;
+  while (!done) {
+    // Parse what is already buffered, without I/O (Beast yields one chunk per step), so the
+    // client gets one write per arrival from the provider, not one per chunk.
+    while (!parser.is_done() && up.buffer.size() > 0) {
+      response.body().data = buffer.data();
+      response.body().size = buffer.size();
+      const size_t used = parser.put(up.buffer.data(), ec);
+      up.buffer.consume(used);
+      if (ec == http::error::need_buffer) {
+        ec = {};
+      }
+      const size_t got = buffer.size() - response.body().size;
+      meter.Feed(std::string_view(buffer.data(), got), forward);
+      if (ec == http::error::need_more) {
+        ec = {};
+        break;
+      }
+      if (ec || (used == 0 && got == 0)) {
+        break;
+      }
     }
-    const size_t got = buffer.size() - response.body().size;
-    forward.clear();
-    meter.Feed(std::string_view(buffer.data(), got), forward);
-    if (!co_await send(forward)) {
-      meter.Finish(false, forward);
-      Report(instance, plan, meter, status);
-      co_return Exchange::kClientGone;
+    if (!ec) {
+      done = parser.is_done();
+      if (done) {
+        meter.Finish(true, forward);
+      }
+      if ((!forward.empty() || done) && !co_await flush(forward, done)) {
+        if (!done) {
+          meter.Finish(false, forward);
+        }
+        Report(instance, plan, meter, status);
+        co_return Exchange::kClientGone;
+      }
+      forward.clear();
+      if (done) {
+        break;
+      }
+      // Wait for the provider's next piece.
+      response.body().data = buffer.data();
+      response.body().size = buffer.size();
+      up.idle.Touch(up.lowest(), options.idle_timeout);
+      co_await http::async_read_some(upstream_stream, up.buffer, parser, Await(ec));
+      if (ec == http::error::need_buffer) {
+        ec = {};
+      }
+      meter.Feed(std::string_view(buffer.data(), buffer.size() - response.body().size), forward);
+      done = !ec && parser.is_done();
+      if (done) {
+        meter.Finish(true, forward);
+        if (!co_await flush(forward, true)) {
+          Report(instance, plan, meter, status);
+          co_return Exchange::kClientGone;
+        }
+        break;
+      }
     }
     if (ec) {
       cut = true;
+      meter.Finish(false, forward);
+      co_await flush(forward, false);  // relay what came; no terminating chunk
       break;
     }
   }
-  forward.clear();
-  meter.Finish(!cut, forward);
-  Report(instance, plan, meter, status);
-  if (!co_await send(forward)) {
-    co_return Exchange::kClientGone;
-  }
+  Report(instance, plan, meter, status);  // after the last byte went out
   if (cut) {
     co_return Exchange::kCutOff;
-  }
-  if (chunked) {
-    conn.client.expires_after(options.idle_timeout);
-    co_await asio::async_write(conn.client, asio::buffer("0\r\n\r\n", 5), Await(ec));
-    if (ec) {
-      co_return Exchange::kClientGone;
-    }
   }
   if (!WantsKeepAlive(response.base())) {
     up.Reset();
@@ -519,7 +595,7 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
     http::request_parser<http::string_body> parser;
     parser.header_limit(kHeaderLimit);
     parser.body_limit(options.max_request_bytes);
-    conn->client.expires_after(options.idle_timeout);
+    conn->client_idle.Touch(conn->client, options.idle_timeout);
     co_await http::async_read_header(conn->client, buffer, parser, Await(ec));
     if (ec == http::error::body_limit) {  // a declared Content-Length over the cap
       const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The metering proxy, side by side in one run: a direct connection to a fast loopback provider
+# (ktesio_proxy_bench upstream), the same provider behind ktesiod's engine-observed proxy, and
+# behind nginx as a plain reverse proxy (streaming, unbuffered, upstream keep-alive) when nginx
+# is installed (KTESIO_BENCH_PEERS=1 installs nginx-light from Debian).
+#
+#   bench/proxy.sh                 N_LAT=2000 CONNS=32 SECONDS_TP=10 by default
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N_LAT=${N_LAT:-1000}
+CONNS=${CONNS:-32}
+SECONDS_TP=${SECONDS_TP:-10}
+
+cmake --preset release >/dev/null
+cmake --build --preset release --target ktesiod ktctl ktesio-shim ktesio-probe ktesio_proxy_bench \
+  >/dev/null
+B=$PWD/build/release
+KTCTL=$B/ktctl/ktctl
+PROBE=$B/tests/fixtures/probe/ktesio-probe
+PB=$B/bench/ktesio_proxy_bench
+
+work=$(mktemp -d /tmp/kt-pbench-XXXXXX)
+sock=$work/d.sock
+cleanup() {
+  [[ -n "${daemon:-}" ]] && kill "$daemon" 2>/dev/null || true
+  [[ -n "${upstream:-}" ]] && kill "$upstream" 2>/dev/null || true
+  [[ -n "${nginx_pid:-}" ]] && kill "$nginx_pid" 2>/dev/null || true
+  pkill -f "ktesio-shim --run-dir $work" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ctl() { "$KTCTL" --socket "$sock" "$@"; }
+
+"$PB" upstream "$work/port" &
+upstream=$!
+for _ in $(seq 1 100); do [[ -s $work/port ]] && break; sleep 0.02; done
+up_port=$(cat "$work/port")
+direct="http://127.0.0.1:$up_port/v1"
+
+"$B/ktesiod/ktesiod" --state-dir "$work/state" --socket "$sock" --log-level warn \
+  2>"$work/ktesiod.log" &
+daemon=$!
+for _ in $(seq 1 100); do ctl daemon status >/dev/null 2>&1 && break; sleep 0.05; done
+cat >"$work/adapter.toml" <<TOML
+contract_version = "1.0.0"
+[adapter]
+kind = "bench-metered"
+[lifecycle.start]
+exec = "$PROBE"
+args = ["--quiet", "--heartbeat-ms", "600000"]
+[capabilities.pause]
+linux = "guaranteed"
+[metering]
+source = "engine-observed"
+[config."metering.base_url"]
+env = "OPENAI_BASE_URL"
+TOML
+ctl agent register m --manifest "$work/adapter.toml" >/dev/null
+ctl agent config set m metering.upstream_base_url "$direct" >/dev/null
+ctl agent start m >/dev/null
+proxied=$(ctl agent show m --json | /usr/bin/python3 -c \
+  'import json,sys; print(json.load(sys.stdin)["instance"]["proxy_url"])')
+
+targets=("direct $direct" "ktesio $proxied")
+if [[ "${KTESIO_BENCH_PEERS:-0}" == 1 ]] && ! command -v nginx >/dev/null; then
+  apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
+fi
+if command -v nginx >/dev/null; then
+  mkdir -p "$work/nginx"
+  cat >"$work/nginx/nginx.conf" <<NGINX
+worker_processes 1;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  upstream provider { server 127.0.0.1:$up_port; keepalive 64; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:0;
+    listen 127.0.0.1:18471;
+    location / {
+      proxy_pass http://provider;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+NGINX
+  sed -i '/listen 127.0.0.1:0;/d' "$work/nginx/nginx.conf"
+  nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" &
+  nginx_pid=$!
+  sleep 0.5
+  targets+=("nginx http://127.0.0.1:18471/v1")
+fi
+
+echo "== metering proxy: latency ($N_LAT sequential keep-alive calls of each kind) =="
+for t in "${targets[@]}"; do
+  set -- $t
+  "$PB" latency "$2" "$N_LAT" | sed "s/^/${1}_/"
+done
+echo "== metering proxy: throughput ($CONNS connections streaming for ${SECONDS_TP}s) =="
+for t in "${targets[@]}"; do
+  set -- $t
+  "$PB" throughput "$2" "$CONNS" "$SECONDS_TP" | sed "s/^/${1}_/"
+done
+echo "ktesio_proxy_daemon_pss_kb $(awk '/^Pss:/ {print $2}' /proc/$daemon/smaps_rollup)"
+ctl agent usage m
