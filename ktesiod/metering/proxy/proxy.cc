@@ -20,6 +20,7 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/redirect_error.hpp"
 #include "boost/asio/ssl.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "boost/asio/use_awaitable.hpp"
 #include "boost/asio/write.hpp"
 #include "boost/beast/core.hpp"
@@ -177,10 +178,13 @@ struct MeteringProxy::Impl {
 
   ProxyOptions options;
   OnCall on_call;
+  std::vector<CallRecord> batch;  // proxy thread only
+  bool batch_armed = false;
   std::shared_ptr<spdlog::logger> log;
   asio::io_context io{1};
   ssl::context tls{ssl::context::tls_client};
   asio::executor_work_guard<asio::io_context::executor_type> work{asio::make_work_guard(io)};
+  asio::steady_timer batch_timer{io};
   std::thread thread;
   mutable std::mutex mu;
   std::map<std::string, std::shared_ptr<Listener>> listeners;  // guarded by mu
@@ -402,7 +406,21 @@ void MeteringProxy::Impl::Report(const std::string& instance, const RequestPlan&
   record.known = outcome == ResponseMeter::Outcome::kKnown;
   record.usage = meter.usage();
   record.status = status;
-  on_call(std::move(record));
+  // Hand records over in small batches: a cross-thread wakeup per call would cost the calls
+  // themselves latency. The batch window bounds how late a budget sees the usage.
+  batch.push_back(std::move(record));
+  if (!batch_armed) {
+    batch_armed = true;
+    batch_timer.expires_after(options.report_window);
+    batch_timer.async_wait([this](const error_code&) {
+      batch_armed = false;
+      std::vector<CallRecord> ready;
+      ready.swap(batch);
+      for (CallRecord& call : ready) {
+        on_call(std::move(call));
+      }
+    });
+  }
 }
 
 template <class Stream>
@@ -509,7 +527,8 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   }
   // A stream's head goes out at once (the agent is waiting for its first token); a plain body's
   // head goes out with the body's first bytes.
-  if ((meter.streaming() || done) && !co_await flush(forward, done)) {
+  // (When the first event already arrived with the head, both go out in one write below.)
+  if (((meter.streaming() && up.buffer.size() == 0) || done) && !co_await flush(forward, done)) {
     co_return Exchange::kClientGone;
   }
   forward.clear();

@@ -35,6 +35,8 @@ struct ProxyOptions {
   std::string ca_file;                   // extra trust anchors for https upstreams
   std::chrono::milliseconds connect_timeout{30'000};
   std::chrono::milliseconds idle_timeout{600'000};  // silence in either direction → close
+  // Call records reach `on_call` in batches at most this late (budgets see usage this late).
+  std::chrono::milliseconds report_window{2};
 };
 
 struct CallRecord {
