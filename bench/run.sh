@@ -211,6 +211,96 @@ t1=$(now_ns)
 ms=$(( (t1 - t0) / 1000000 ))
 echo "ingest_200k_ms_from_start $ms ingested $ingested events_per_second_at_least $(( ingested * 1000 / (ms > 0 ? ms : 1) ))"
 
+echo "== budget breach -> agent frozen (pause at the crossing usage line), 7 runs =="
+# The probe writes a usage line every 5 ms and a heartbeat (with its wall clock) every 1 ms; the
+# 200th line crosses budget.tokens.per_run = 200. Frozen at = the last heartbeat before the
+# pause; crossing at = the capture time of the crossing line (both wall-clock milliseconds).
+cat >"$work/breach.toml" <<TOML
+contract_version = "1.0.0"
+[adapter]
+kind = "breach"
+[lifecycle.start]
+exec = "$PROBE"
+args = ["--usage-lines", "100000", "--usage-input", "1", "--usage-output", "0", "--usage-interval-ms", "5", "--heartbeat-ms", "1"]
+[capabilities.pause]
+linux = "guaranteed"
+[metering]
+source = "self-reported"
+TOML
+ctl agent register breach --manifest "$work/breach.toml" >/dev/null
+ctl agent config set breach budget.tokens.per_run 200 >/dev/null
+samples=()
+for _ in $(seq 1 7); do
+  ctl agent start breach >/dev/null 2>&1 || ctl agent restart breach >/dev/null
+  for _ in $(seq 1 200); do
+    [[ "$(ctl agent show breach --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["instance"]["state"])')" == paused ]] && break
+    sleep 0.05
+  done
+  sleep 0.3
+  samples+=("$(ctl agent logs breach --json --tail 3000 | /usr/bin/python3 -c '
+import datetime, json, sys
+crossing = last_beat = None
+for raw in sys.stdin:
+    line = json.loads(raw)
+    text = line["text"]
+    if "KTESIO_USAGE" in text and "\"sequence\":199," in text:
+        crossing = datetime.datetime.fromisoformat(line["at"].replace("Z", "+00:00")).timestamp() * 1000
+    elif text.startswith("heartbeat "):
+        last_beat = int(text.split()[2])
+print("%.0f" % (last_beat - crossing) if crossing and last_beat else "nan")')")
+  ctl agent stop breach --timeout 0 >/dev/null 2>&1 || true
+done
+echo "breach_to_frozen_ms_samples ${samples[*]}"
+echo "breach_to_frozen_ms_median $(printf '%s\n' "${samples[@]}" | grep -v nan | median_ms)"
+
+echo "== event fan-out: 100 subscribers, 10 agents x 1,000 usage events/s for 5 s =="
+cat >"$work/fan.toml" <<TOML
+contract_version = "1.0.0"
+[adapter]
+kind = "fan"
+[lifecycle.start]
+exec = "$PROBE"
+args = ["--usage-lines", "5000", "--usage-input", "1", "--usage-output", "1", "--usage-interval-ms", "1", "--quiet", "--heartbeat-ms", "600000"]
+[capabilities.pause]
+linux = "guaranteed"
+[metering]
+source = "self-reported"
+TOML
+fan_round() {  # $1 = number of subscribers; prints "<ms until all 50,000 ingested> <events per subscriber>"
+  local subs=$1 pids=() t0 t1 total=0 base_tokens
+  base_tokens=$(ctl agent usage --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["total_input_tokens"])')
+  for i in $(seq 1 "$subs"); do
+    ctl events --json >"$work/sub$i.out" 2>/dev/null &  # live events from now on
+    pids+=($!)
+  done
+  sleep 1
+  for i in $(seq 0 9); do ctl agent register "fan$subs-$i" --manifest "$work/fan.toml" >/dev/null; done
+  t0=$(now_ns)
+  for i in $(seq 0 9); do ctl agent start "fan$subs-$i" >/dev/null & done
+  wait_ok=0
+  for _ in $(seq 1 600); do
+    total=$(ctl agent usage --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["total_input_tokens"])')
+    [[ $total -ge $(( base_tokens + 50000 )) ]] && { wait_ok=1; break; }
+    sleep 0.05
+  done
+  t1=$(now_ns)
+  sleep 1
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null || true
+  local min=999999999
+  for i in $(seq 1 "$subs"); do
+    n=$(grep -c '"usage_update"' "$work/sub$i.out" || true)
+    (( n < min )) && min=$n
+  done
+  (( subs == 0 )) && min=0
+  for i in $(seq 0 9); do ctl agent stop "fan$subs-$i" --timeout 0 >/dev/null 2>&1 || true; done
+  echo "$(( (t1 - t0) / 1000000 )) $min $wait_ok"
+}
+read -r ms0 _ ok0 <<<"$(fan_round 0)"
+read -r ms100 min100 ok100 <<<"$(fan_round 100)"
+echo "fanout_ingest_50k_ms_no_subscribers $ms0 complete $ok0"
+echo "fanout_ingest_50k_ms_100_subscribers $ms100 complete $ok100 min_events_per_subscriber $min100 of 50000"
+
 if [[ "${KTESIO_BENCH_PEERS:-0}" == 1 ]]; then
   echo "== peer: supervisord (same machine, same run) =="
   command -v supervisord >/dev/null || apt-get install -y -qq supervisor >/dev/null

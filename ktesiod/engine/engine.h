@@ -141,8 +141,17 @@ class Engine {
     EmitEvents emit;
     EndEvents end;
   };
+  // One read of the log past a cursor, built into a batch, shared by subscribers at that cursor.
+  struct PumpBatch {
+    absl::Status status;
+    v1::SubscribeEventsResponse batch;
+    size_t count = 0;
+    int64_t next = 0;
+  };
+  using PumpKey = std::pair<int64_t, std::string>;  // cursor, instance filter
+  using PumpCache = std::map<PumpKey, PumpBatch>;
   // Sends a subscription everything after its cursor; false when it lagged and was ended.
-  bool Pump(Subscription& subscription);
+  bool Pump(Subscription& subscription, PumpCache* cache = nullptr);
   void PublishEvents();
   std::map<uint64_t, Subscription> subscriptions_;
 
