@@ -21,6 +21,18 @@ for line in "Type=notify" "KillMode=process" "ExecStart=/usr/bin/ktesiod --syste
             "StateDirectory=ktesio" "RuntimeDirectory=ktesio" "User=ktesio"; do
   grep -qx "$line" "$unit" || fail "ktesiod.service lacks '$line'"
 done
+socket=$here/systemd/ktesiod.socket
+cp "$socket" "$work/ktesiod.socket"
+SYSTEMD_LOG_LEVEL=warning systemd-analyze verify "$work/ktesiod.socket" "$work/ktesiod.service" \
+  2>"$work/verify-socket.log" ||
+  { cat "$work/verify-socket.log" >&2; fail "systemd-analyze verify rejected ktesiod.socket"; }
+if grep -q . "$work/verify-socket.log"; then
+  cat "$work/verify-socket.log" >&2
+  fail "systemd-analyze verify warned about ktesiod.socket"
+fi
+for line in "ListenStream=/run/ktesio/ktesiod.sock" "SocketGroup=ktesio" "SocketMode=0660"; do
+  grep -qx "$line" "$socket" || fail "ktesiod.socket lacks '$line'"
+done
 grep -q '^u ktesio ' "$here/systemd/ktesio.sysusers" || fail "sysusers snippet lacks the user"
 grep -q '^g ktesio ' "$here/systemd/ktesio.sysusers" || fail "sysusers snippet lacks the group"
 
@@ -31,4 +43,4 @@ for plist in "$here"/launchd/*.plist; do
     grep -q "<key>$key</key>" "$plist" || fail "$(basename "$plist") lacks $key"
   done
 done
-echo "packaging: systemd unit and launchd plists check out"
+echo "packaging: systemd units and launchd plists check out"

@@ -103,6 +103,8 @@ int RunDaemon(const DaemonOptions& flags) {
   absl::StatusOr<std::unique_ptr<server::Listener>> listener;
   if (std::optional<int> inherited = server::InheritedListenFd(); inherited.has_value()) {
     listener = server::Listener::Adopt(*inherited, paths->socket_path);
+    log->info("serving on the socket passed by the service manager (LISTEN_FDS) path={}",
+              paths->socket_path);
   } else {
     listener = server::Listener::Bind(paths->socket_path, group->has_value() ? 0660 : 0600, *group);
   }
