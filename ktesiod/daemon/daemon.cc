@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "api/services.h"
@@ -53,6 +54,39 @@ absl::StatusOr<std::optional<gid_t>> ResolveGroup(const DaemonOptions& options) 
   return std::optional<gid_t>(grp.gr_gid);
 }
 
+// SIGHUP: re-reads ktesiod.toml. `log_level` applies at once (unless --log-level pinned it);
+// the other keys are read at start only, so a change is reported, not applied. A file that no
+// longer parses changes nothing.
+void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions& running,
+            const std::vector<std::shared_ptr<spdlog::logger>>& loggers) {
+  const std::shared_ptr<spdlog::logger>& log = loggers.front();
+  DaemonOptions fresh = flags;
+  if (absl::Status status =
+          ApplyConfigFile(paths.config_path, !flags.paths.config_path.empty(), fresh);
+      !status.ok()) {
+    log->error("reload refused, running settings kept: {}", std::string(status.message()));
+    return;
+  }
+  if (fresh.log_level != running.log_level) {
+    for (const auto& logger : loggers) {
+      logger->set_level(spdlog::level::from_str(fresh.log_level));
+    }
+    log->warn("reload: log_level {} -> {}", running.log_level, fresh.log_level);
+    running.log_level = fresh.log_level;
+  }
+  auto restart_only = [&](std::string_view key, bool changed) {
+    if (changed) {
+      log->warn("reload: '{}' changed in {}; it takes effect at the next daemon start",
+                std::string(key), paths.config_path);
+    }
+  };
+  restart_only("socket_group", fresh.socket_group != running.socket_group);
+  restart_only("metering_ca_file", fresh.metering_ca_file != running.metering_ca_file);
+  restart_only("metering_max_request_bytes",
+               fresh.metering_max_request_bytes != running.metering_max_request_bytes);
+  log->info("reload: {} read", paths.config_path);
+}
+
 }  // namespace
 
 int RunDaemon(const DaemonOptions& flags) {
@@ -93,8 +127,9 @@ int RunDaemon(const DaemonOptions& flags) {
   engine::EngineOptions engine_options;
   engine_options.proxy.ca_file = options.metering_ca_file;
   engine_options.proxy.max_request_bytes = options.metering_max_request_bytes;
+  auto engine_log = MakeLogger("engine", options.log_level);
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
-      engine::Engine::Create(*paths, MakeLogger("engine", options.log_level), engine_options);
+      engine::Engine::Create(*paths, engine_log, engine_options);
   if (!engine.ok()) {
     log->error("start failed: {}", std::string(engine.status().message()));
     return 1;
@@ -164,7 +199,7 @@ int RunDaemon(const DaemonOptions& flags) {
       continue;
     }
     if (received == SIGHUP) {
-      log->info("sighup: nothing to reload in this build");
+      Reload(flags, *paths, options, {log, engine_log, api.logger});
       continue;
     }
     log->info("shutdown signal={}", received == SIGTERM ? "SIGTERM" : "SIGINT");

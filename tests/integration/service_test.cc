@@ -1,6 +1,6 @@
-// The API socket beyond the plain case: adopted from the service manager (socket activation,
-// LISTEN_FDS), and reached through a forwarded socket the way `ssh -L` forwards it (socat plays
-// sshd's relay here, on one machine).
+// The daemon as a service: its API socket adopted from the service manager (socket activation,
+// LISTEN_FDS) or reached through a forwarded socket the way `ssh -L` forwards it (socat plays
+// sshd's relay here, on one machine), and its config file re-read on SIGHUP.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -61,9 +61,9 @@ TEST(Remote, SocketActivationAdoptsTheInheritedSocket) {
   const std::string socket = dir / "act.sock";
   // The service manager owns the socket; ktesiod is started on the first connection and must
   // serve on the inherited descriptor, not bind its own.
-  Child manager({activate, "-l", socket, KtesiodPath(), "--state-dir", dir / "state", "--socket",
-                 socket},
-                dir / "activate.log");
+  Child manager(
+      {activate, "-l", socket, KtesiodPath(), "--state-dir", dir / "state", "--socket", socket},
+      dir / "activate.log");
   ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(socket); }));
   RunResult status = RunProcess({KtctlPath(), "--socket", socket, "daemon", "status", "--json"});
   ASSERT_EQ(status.exit_code, 0) << status.err << ReadFileOrEmpty(dir / "activate.log");
@@ -83,9 +83,9 @@ TEST(Remote, ForwardedSocketServesTheWholeApi) {
   TempDir here;
   const std::string forwarded = here / "fwd.sock";
   // What `ssh -L LOCAL.sock:REMOTE.sock host` does: a local socket relayed to the daemon's.
-  Child relay({socat, "UNIX-LISTEN:" + forwarded + ",fork,mode=600",
-               "UNIX-CONNECT:" + daemon.socket()},
-              here / "socat.log");
+  Child relay(
+      {socat, "UNIX-LISTEN:" + forwarded + ",fork,mode=600", "UNIX-CONNECT:" + daemon.socket()},
+      here / "socat.log");
   ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(forwarded); }));
   auto ctl = [&](const std::vector<std::string>& args) {
     std::vector<std::string> argv = {KtctlPath(), "--socket", forwarded};
@@ -106,6 +106,53 @@ TEST(Remote, ForwardedSocketServesTheWholeApi) {
   // The daemon saw the relay's uid (the SSH user, in real life) as the peer.
   EXPECT_NE(daemon.DaemonLog().find("audit uid=" + std::to_string(getuid()) + " rpc=StartAgent"),
             std::string::npos);
+}
+
+TEST(Service, SighupReloadsTheLogLevelAndRefusesABrokenFile) {
+  TempDir dir;
+  const std::string config = dir / "ktesiod.toml";
+  const std::string socket = dir / "d.sock";
+  const std::string log = dir / "daemon.log";
+  WriteFileOrDie(config, "version = 1\nlog_level = \"warn\"\n");
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* out = std::fopen(log.c_str(), "w");
+    dup2(fileno(out), 2);
+    execl(KtesiodPath().c_str(), "ktesiod", "--state-dir", (dir / "state").c_str(), "--socket",
+          socket.c_str(), "--config", config.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_TRUE(WaitFor([&] { return SocketAnswers(socket); }));
+  auto ctl = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {KtctlPath(), "--socket", socket};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv);
+  };
+  ASSERT_EQ(ctl({"agent", "register", "quiet", "--kind", "mock"}).exit_code, 0);
+  EXPECT_EQ(ReadFileOrEmpty(log).find("rpc=RegisterAgent"), std::string::npos)
+      << "audit lines are info: hidden at warn";
+  // Raise the level and reload: the next audit line shows.
+  WriteFileOrDie(config, "version = 1\nlog_level = \"info\"\nsocket_group = \"other\"\n");
+  kill(pid, SIGHUP);
+  ASSERT_TRUE(WaitFor([&] {
+    return ReadFileOrEmpty(log).find("log_level warn -> info") != std::string::npos;
+  })) << ReadFileOrEmpty(log);
+  EXPECT_NE(ReadFileOrEmpty(log).find("'socket_group' changed"), std::string::npos);
+  ASSERT_EQ(ctl({"agent", "register", "loud", "--kind", "mock"}).exit_code, 0);
+  EXPECT_TRUE(WaitFor([&] {
+    return ReadFileOrEmpty(log).find("rpc=RegisterAgent instance=loud") != std::string::npos;
+  }));
+  // A broken file changes nothing and the daemon keeps serving.
+  WriteFileOrDie(config, "log_level = [\n");
+  kill(pid, SIGHUP);
+  ASSERT_TRUE(WaitFor([&] {
+    return ReadFileOrEmpty(log).find("reload refused, running settings kept") != std::string::npos;
+  })) << ReadFileOrEmpty(log);
+  EXPECT_EQ(ctl({"daemon", "status"}).exit_code, 0);
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace
