@@ -22,7 +22,8 @@ for f in bin/ktesiod bin/ktctl bin/ktesio-shim bin/ktesio-tck bin/ktesio-probe \
          lib/systemd/system/ktesiod.service lib/systemd/system/ktesiod.socket \
          lib/sysusers.d/ktesio.conf lib/tmpfiles.d/ktesio.conf \
          share/doc/ktesio/operations.md share/doc/ktesio/metering.md \
-         share/ktesio/proto/ktesio/v1/agent.proto share/ktesio/examples/adapters/echo/adapter.toml; do
+         share/ktesio/proto/ktesio/v1/agent.proto share/ktesio/examples/adapters/echo/adapter.toml \
+         share/man/man1/ktctl.1 share/man/man8/ktesiod.8; do
   [[ -e "$work/usr/$f" ]] || fail "missing $f"
 done
 "$work/usr/bin/ktesiod" --version >/dev/null || fail "installed ktesiod --version failed"
