@@ -112,7 +112,9 @@ void Engine::StopFollow(uint64_t id) { follows_.erase(id); }
 
 void Engine::OnTransition(const store::InstanceRow& row, supervisor::State from,
                           supervisor::State to) {
-  (void)from;
+  if (from == supervisor::State::kPaused && to == supervisor::State::kRunning) {
+    proxy_->Unblock(row.name);  // resumed by the operator: calls may go through again
+  }
   if (to == supervisor::State::kStarting) {
     WatchUsage(row);
   } else if (to == supervisor::State::kStopped || to == supervisor::State::kFailed) {

@@ -72,6 +72,8 @@ void Engine::ActOnBreaches(const store::InstanceRow& row, int64_t run,
   log_->warn("budget breach instance={} {}", row.name, cause);
   logs::AppendEngineLine(row.home + "/logs", NowUnixMs(), cause).IgnoreError();
   if (limits.action != budget::Action::kWarn) {
+    // Engine-observed: no further model call gets through, whatever the pause level achieved.
+    proxy_->Block(row.name);
     supervisor_.BudgetAction(row.name, limits.action == budget::Action::kStop, cause);
   }
 }

@@ -190,6 +190,28 @@ TEST_F(MeteringTest, TokenBudgetStopsAnEngineObservedAgent) {
   EXPECT_NE(events.out.find("\"metering_source\":\"engine-observed\",\"at\""), std::string::npos);
 }
 
+TEST_F(MeteringTest, BudgetPauseRefusesFurtherModelCallsUntilResumed) {
+  Register("a");
+  SetUpstream("a", provider_.url() + "/v1");
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "a", "budget.tokens.per_run", "1"}).exit_code,
+            0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
+  const std::string proxy_url = Instance("a")["proxy_url"].string;
+  const uint16_t port = static_cast<uint16_t>(std::stoi(proxy_url.substr(17)));
+  ASSERT_EQ(daemon_.Ctl({"agent", "send", "a", "chat"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return Instance("a")["state"].string == "paused"; }));
+  // Whatever the pause achieves, no further model call reaches the provider.
+  ASSERT_TRUE(WaitFor([&] {
+    return HttpRequest(port, "POST", "/v1/chat/completions", R"({"model":"m"})").status == 429;
+  }));
+  EXPECT_EQ(provider_.Calls().size(), 1u);
+  ASSERT_EQ(daemon_.Ctl({"agent", "resume", "a"}).exit_code, 0);
+  EXPECT_TRUE(WaitFor([&] {
+    return HttpRequest(port, "POST", "/v1/chat/completions", R"({"model":"m"})").status == 200;
+  }));
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
+}
+
 TEST_F(MeteringTest, UnreachableUpstreamGivesTheAgentAnHonest502) {
   Register("a");
   SetUpstream("a", "http://127.0.0.1:9/v1");  // discard port: nothing listens

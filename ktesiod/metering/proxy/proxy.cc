@@ -174,6 +174,7 @@ struct MeteringProxy::Impl {
     std::shared_ptr<const Upstream> upstream;  // proxy thread only after Open
     std::vector<std::weak_ptr<ConnState>> connections;
     bool closed = false;
+    bool blocked = false;  // budget breach: model calls refused
   };
 
   ProxyOptions options;
@@ -306,6 +307,22 @@ void MeteringProxy::Close(const std::string& instance) {
   Impl* impl = impl_.get();
   asio::post(impl_->io, [impl, listener] { impl->CloseListener(*listener); });
   impl_->log->info("metering proxy closed instance={}", instance);
+}
+
+void MeteringProxy::Block(const std::string& instance) {
+  std::lock_guard lock(impl_->mu);
+  if (auto it = impl_->listeners.find(instance); it != impl_->listeners.end()) {
+    asio::post(impl_->io, [listener = it->second] { listener->blocked = true; });
+    impl_->log->warn("metering proxy: model calls refused after a budget breach instance={}",
+                     instance);
+  }
+}
+
+void MeteringProxy::Unblock(const std::string& instance) {
+  std::lock_guard lock(impl_->mu);
+  if (auto it = impl_->listeners.find(instance); it != impl_->listeners.end()) {
+    asio::post(impl_->io, [listener = it->second] { listener->blocked = false; });
+  }
 }
 
 uint16_t MeteringProxy::Port(const std::string& instance) const {
@@ -658,6 +675,15 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
     const std::string_view target(request.target().data(), request.target().size());
     const RequestPlan plan = PlanRequest(method, target, request.body());
     const std::shared_ptr<const Upstream> upstream = listener->upstream;
+    if (listener->blocked && plan.shape != ApiShape::kOther) {
+      // The budget is spent: the call never reaches the provider (and costs nothing).
+      const std::string reply = FixedResponse(429, "Too Many Requests", kBudgetBody, keep_alive);
+      co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
+      if (ec || !keep_alive) {
+        co_return;
+      }
+      continue;
+    }
 
     http::request<http::string_body> out;
     out.method_string(request.method_string());

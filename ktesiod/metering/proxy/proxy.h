@@ -66,6 +66,10 @@ class MeteringProxy {
                                 uint16_t port, bool exact);
   // Closes the listener of `instance` and its connections. Idempotent.
   void Close(const std::string& instance);
+  // After a pause/stop budget breach: model calls of `instance` get 429 (kBudgetBody) instead
+  // of reaching the provider, until Unblock (the operator resumed it) or the listener closes.
+  void Block(const std::string& instance);
+  void Unblock(const std::string& instance);
   // The port of an open listener, 0 when none.
   uint16_t Port(const std::string& instance) const;
 
@@ -80,6 +84,9 @@ class MeteringProxy {
 inline constexpr std::string_view kBadGatewayBody =
     R"({"error":{"type":"upstream_unreachable","message":"ktesio metering proxy: the upstream )"
     R"(provider could not be reached"}})";
+inline constexpr std::string_view kBudgetBody =
+    R"({"error":{"type":"budget_exceeded","message":"ktesio: this agent's budget is )"
+    R"(exhausted; model calls are refused until it is resumed or restarted"}})";
 inline constexpr std::string_view kTooLargeBody =
     R"({"error":{"type":"request_too_large","message":"ktesio metering proxy: the request )"
     R"(body exceeds the proxy's limit"}})";

@@ -348,6 +348,25 @@ TEST_F(ProxyTest, ClosingTheListenerRefusesNewConnectionsAndPortCanBeReclaimed) 
   EXPECT_EQ(HttpRequest(port, "GET", "/v1/models").status, 200);
 }
 
+TEST_F(ProxyTest, BlockedInstanceGets429ForModelCallsOnly) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url() + "/v1");
+  proxy->Block("agent");
+  EXPECT_TRUE(WaitFor([&] {
+    return HttpRequest(port, "POST", "/chat/completions", R"({"model":"m"})").status == 429;
+  }));
+  HttpResponse refused = HttpRequest(port, "POST", "/responses", R"({"model":"m"})");
+  EXPECT_EQ(refused.status, 429);
+  EXPECT_EQ(refused.body, std::string(kBudgetBody));
+  EXPECT_EQ(HttpRequest(port, "GET", "/models").status, 200) << "non-model calls still pass";
+  EXPECT_TRUE(provider_.Calls().empty()) << "no refused call reached the provider";
+  proxy->Unblock("agent");
+  EXPECT_TRUE(WaitFor([&] {
+    return HttpRequest(port, "POST", "/chat/completions", R"({"model":"m"})").status == 200;
+  }));
+  EXPECT_EQ(Records(1).size(), 1u) << "refused calls are not metered";
+}
+
 class TlsProxyTest : public ::testing::Test {};
 
 TEST_F(TlsProxyTest, HttpsUpstreamIsVerifiedAgainstTheCaFile) {
