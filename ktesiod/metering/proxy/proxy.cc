@@ -6,6 +6,7 @@
 #include <openssl/ssl.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <optional>
@@ -64,9 +65,11 @@ bool IsHopByHop(std::string_view name, const std::vector<std::string>& connectio
   return false;
 }
 
+// The lower-cased tokens of every Connection field (RFC 9112 §9.3; Beast's keep_alive() reads
+// only one field).
 template <bool isRequest, class Fields>
-std::vector<std::string> ConnectionListed(const http::header<isRequest, Fields>& head) {
-  std::vector<std::string> names;
+std::vector<std::string> ConnectionTokens(const http::header<isRequest, Fields>& head) {
+  std::vector<std::string> tokens;
   for (const auto& field : head) {
     if (field.name() != http::field::connection) {
       continue;
@@ -74,31 +77,29 @@ std::vector<std::string> ConnectionListed(const http::header<isRequest, Fields>&
     for (absl::string_view token :
          absl::StrSplit(absl::string_view(field.value().data(), field.value().size()), ',')) {
       std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(token));
-      if (!name.empty() && name != "close" && name != "keep-alive") {
-        names.push_back(std::move(name));
+      if (!name.empty()) {
+        tokens.push_back(std::move(name));
       }
     }
   }
+  return tokens;
+}
+
+// Header names the Connection field lists as hop-by-hop (its tokens other than close/keep-alive).
+template <bool isRequest, class Fields>
+std::vector<std::string> ConnectionListed(const http::header<isRequest, Fields>& head) {
+  std::vector<std::string> names = ConnectionTokens(head);
+  std::erase_if(names, [](const std::string& n) { return n == "close" || n == "keep-alive"; });
   return names;
 }
 
-// Keep-alive per RFC 9112 §9.3 over EVERY Connection field (Beast's keep_alive() reads one).
 template <bool isRequest, class Fields>
 bool WantsKeepAlive(const http::header<isRequest, Fields>& head) {
-  bool close = false;
-  bool keep = false;
-  for (const auto& field : head) {
-    if (field.name() != http::field::connection) {
-      continue;
-    }
-    for (absl::string_view token :
-         absl::StrSplit(absl::string_view(field.value().data(), field.value().size()), ',')) {
-      const std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(token));
-      close = close || name == "close";
-      keep = keep || name == "keep-alive";
-    }
-  }
-  return !close && (head.version() >= 11 || keep);
+  const std::vector<std::string> tokens = ConnectionTokens(head);
+  const auto has = [&](std::string_view t) {
+    return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+  };
+  return !has("close") && (head.version() >= 11 || has("keep-alive"));
 }
 
 std::string FixedResponse(unsigned status, std::string_view reason, std::string_view body,

@@ -27,6 +27,20 @@ using testing::HttpResponse;
 using testing::TempDir;
 using testing::WaitFor;
 
+// A raw TCP connection to 127.0.0.1:port (for bytes no HTTP client would send), or -1.
+int ConnectLoopback(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 class ProxyTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(provider_.ok()); }
@@ -220,12 +234,8 @@ TEST_F(ProxyTest, StreamsAreRelayedAsTheyArriveNotBuffered) {
   const uint16_t port = OpenFor(*proxy, provider_.url());
   // The provider sends the first chunk, then holds the rest until /release: a buffering proxy
   // would never deliver the first chunk, and this read would time out.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const int fd = ConnectLoopback(port);
+  ASSERT_GE(fd, 0);
   timeval timeout{20, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   const std::string body = R"({"model":"gate","stream":true})";
@@ -286,12 +296,8 @@ TEST_F(ProxyTest, OversizedRequestBodyIs413) {
 TEST_F(ProxyTest, MalformedHttpGets400AndTheProxyKeepsServing) {
   auto proxy = MakeProxy();
   const uint16_t port = OpenFor(*proxy, provider_.url());
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const int fd = ConnectLoopback(port);
+  ASSERT_GE(fd, 0);
   const std::string junk = "GARBAGE \x01\x02 NOT-HTTP\r\n\r\n";
   ASSERT_GT(write(fd, junk.data(), junk.size()), 0);
   char buffer[512];
