@@ -143,8 +143,8 @@ std::string EventLine(const v1::Event& event) {
 }
 
 int Events(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "events [--instance NAME] [--since CURSOR]";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--instance", "--since"}, {}, 0, 0);
+  constexpr std::string_view kUsage = "events [--instance NAME] [--since CURSOR] [--audit]";
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--instance", "--since"}, {"--audit"}, 0, 0);
   if (!local.ok()) {
     return ctx.Usage(std::string(local.status().message()), kUsage);
   }
@@ -157,6 +157,7 @@ int Events(Context& ctx, const std::vector<std::string>& args) {
     request.set_since_cursor(cursor);
   }
   request.set_instance(local->Value("--instance").value_or(""));
+  request.set_audit(local->Has("--audit"));
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
@@ -251,8 +252,8 @@ void AddObserveCommands(std::vector<Command>& commands) {
   commands.push_back(
       {{"agent", "usage"}, "[NAME]", "token usage of one instance or the Fleet", Usage});
   commands.push_back({{"events"},
-                      "[--instance NAME] [--since CURSOR]",
-                      "the event stream, resumable from a cursor",
+                      "[--instance NAME] [--since CURSOR] [--audit]",
+                      "the event stream, resumable from a cursor; --audit: the audit trail instead",
                       Events});
 }
 

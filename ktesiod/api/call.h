@@ -1,18 +1,20 @@
 #pragma once
 
 // The plumbing every RPC handler shares: peer authorization, posting the work to the engine's
-// owner thread, the audit line for mutating calls, and the absl::Status -> grpc::Status mapping
-// with the stable reason in the error details and the `ktesio-reason` trailer.
+// owner thread, the audit record (log line and event) for mutating calls, and the absl::Status ->
+// grpc::Status mapping with the stable reason in the error details and the `ktesio-reason` trailer.
 
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "engine/engine.h"
 #include "grpcpp/grpcpp.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/v1/config.pb.h"
 #include "server/listener.h"
 #include "spdlog/logger.h"
 
@@ -36,8 +38,22 @@ absl::StatusOr<uid_t> Authorize(const ApiContext& api, grpc::CallbackServerConte
 void Finish(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
             const absl::Status& status);
 
+// The Agent Instance a mutating request acts on, for the audit trail: the request's `name`, except
+// for the secret RPCs, whose `name` names a secret, not an instance.
+template <typename Request>
+std::string AuditedInstance(const Request& request) {
+  if constexpr (std::is_same_v<Request, v1::SetSecretRequest> ||
+                std::is_same_v<Request, v1::RemoveSecretRequest>) {
+    return std::string();
+  } else if constexpr (requires { request.name(); }) {
+    return request.name();
+  } else {
+    return std::string();
+  }
+}
+
 // Handles a unary RPC on the engine thread: authorize, run `fn(request, response)` there, log an
-// audit line for mutating calls, finish. `fn` returns absl::Status.
+// audit record for mutating calls, finish. `fn` returns absl::Status.
 template <typename Request, typename Response, typename Fn>
 grpc::ServerUnaryReactor* RunUnary(ApiContext& api, grpc::CallbackServerContext* ctx,
                                    const Request* request, Response* response, std::string_view rpc,
@@ -52,12 +68,7 @@ grpc::ServerUnaryReactor* RunUnary(ApiContext& api, grpc::CallbackServerContext*
                     fn = std::move(fn)]() mutable {
     absl::Status status = fn(*request, response);
     if (mutating) {
-      std::string instance;
-      if constexpr (requires { request->name(); }) {
-        instance = request->name();
-      }
-      api.logger->info("audit uid={} rpc={} instance={} result={}", uid, rpc, instance,
-                       status.ok() ? "ok" : contract::ErrorReason(status));
+      api.engine->Audit(uid, rpc, AuditedInstance(*request), status);
     }
     Finish(ctx, reactor, status);
   });
@@ -79,12 +90,7 @@ grpc::ServerUnaryReactor* RunUnaryAsync(ApiContext& api, grpc::CallbackServerCon
   api.engine->Post(
       [&api, ctx, reactor, request, response, rpc, uid = *uid, fn = std::move(fn)]() mutable {
         fn(*request, response, [&api, ctx, reactor, request, rpc, uid](absl::Status status) {
-          std::string instance;
-          if constexpr (requires { request->name(); }) {
-            instance = request->name();
-          }
-          api.logger->info("audit uid={} rpc={} instance={} result={}", uid, rpc, instance,
-                           status.ok() ? "ok" : contract::ErrorReason(status));
+          api.engine->Audit(uid, rpc, AuditedInstance(*request), status);
           Finish(ctx, reactor, status);
         });
       });

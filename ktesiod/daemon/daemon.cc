@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/services.h"
 #include "engine/engine.h"
@@ -41,6 +42,12 @@ absl::StatusOr<std::optional<gid_t>> ResolveGroup(const DaemonOptions& options) 
     return std::optional<gid_t>();
   }
   std::string name = options.socket_group.empty() ? "ktesio" : options.socket_group;
+  // A numeric GID is taken as is (it need not have a group entry, as with any chown).
+  uint32_t numeric = 0;
+  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos &&
+      absl::SimpleAtoi(name, &numeric) && numeric != static_cast<uint32_t>(-1)) {
+    return std::optional<gid_t>(static_cast<gid_t>(numeric));
+  }
   group grp{};
   group* result = nullptr;
   std::vector<char> buffer(16384);

@@ -95,6 +95,11 @@ class Engine {
                                      EndEvents end);
   void Unsubscribe(uint64_t id);
 
+  // Audit (engine_events.cc): one `audit uid=… rpc=… instance=… result=…` log line and one
+  // persisted `audit` event per mutating call, whatever its outcome. `instance` may be empty.
+  void Audit(uint32_t uid, std::string_view rpc, const std::string& instance,
+             const absl::Status& outcome);
+
   // Usage (engine_usage.cc).
   absl::Status GetUsage(const v1::GetUsageRequest& request, v1::GetUsageResponse* response);
 
@@ -137,6 +142,7 @@ class Engine {
 
   struct Subscription {
     std::string instance;
+    store::EventLog log = store::EventLog::kEvents;
     int64_t cursor = 0;
     EmitEvents emit;
     EndEvents end;
@@ -148,7 +154,7 @@ class Engine {
     size_t count = 0;
     int64_t next = 0;
   };
-  using PumpKey = std::pair<int64_t, std::string>;  // cursor, instance filter
+  using PumpKey = std::tuple<int64_t, std::string, store::EventLog>;  // cursor, instance, log
   using PumpCache = std::map<PumpKey, PumpBatch>;
   // Sends a subscription everything after its cursor; false when it lagged and was ended.
   bool Pump(Subscription& subscription, PumpCache* cache = nullptr);

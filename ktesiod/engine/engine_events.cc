@@ -1,9 +1,13 @@
 // The engine's event subscriptions: replay from the persisted log, then live, never blocking
 // the engine on a slow subscriber.
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/json_writer.h"
+#include "logs/segments.h"
 
 namespace ktesio::daemon::engine {
 namespace {
@@ -22,10 +26,11 @@ absl::StatusOr<uint64_t> Engine::Subscribe(const v1::SubscribeEventsRequest& req
   }
   Subscription subscription;
   subscription.instance = request.instance();
+  subscription.log = request.audit() ? store::EventLog::kAudit : store::EventLog::kEvents;
   if (request.has_since_cursor()) {
     subscription.cursor = static_cast<int64_t>(request.since_cursor());
   } else {
-    absl::StatusOr<int64_t> last = store_->LastCursor();
+    absl::StatusOr<int64_t> last = store_->LastCursor(subscription.log);
     if (!last.ok()) {
       return last.status();
     }
@@ -47,14 +52,14 @@ bool Engine::Pump(Subscription& subscription, PumpCache* cache) {
   while (true) {
     // Subscribers at the same cursor with the same filter (the live ones, typically) share one
     // read of the log and one built batch.
-    const PumpKey key{subscription.cursor, subscription.instance};
+    const PumpKey key{subscription.cursor, subscription.instance, subscription.log};
     PumpCache local;
     PumpCache& batches = cache != nullptr ? *cache : local;
     auto found = batches.find(key);
     if (found == batches.end()) {
       PumpBatch built;
       absl::StatusOr<std::vector<store::EventRow>> rows =
-          store_->ReadEvents(subscription.cursor, subscription.instance, kBatch);
+          store_->ReadEvents(subscription.cursor, subscription.instance, kBatch, subscription.log);
       if (!rows.ok()) {
         built.status = rows.status();
       } else {
@@ -91,6 +96,28 @@ bool Engine::Pump(Subscription& subscription, PumpCache* cache) {
       return true;
     }
   }
+}
+
+void Engine::Audit(uint32_t uid, std::string_view rpc, const std::string& instance,
+                   const absl::Status& outcome) {
+  const std::string result = outcome.ok() ? std::string("ok") : contract::ErrorReason(outcome);
+  log_->info("audit uid={} rpc={} instance={} result={}", uid, rpc, instance, result);
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  contract::JsonWriter payload;
+  payload.BeginObject().Key("schema_version").Int(1).Key("uid").Int(uid);
+  payload.Key("rpc").String(rpc).Key("instance").String(instance).Key("result").String(result);
+  payload.Key("at").String(logs::FormatLogTime(now)).EndObject();
+  absl::StatusOr<int64_t> appended =
+      store_->AppendEvent({0, now, instance, "audit", payload.str()}, store::EventLog::kAudit);
+  if (!appended.ok()) {
+    // The log line above is the record of last resort; the call itself already completed.
+    log_->error("audit event not persisted rpc={} error={}", rpc,
+                std::string(appended.status().message()));
+    return;
+  }
+  PublishEvents();
 }
 
 void Engine::PublishEvents() {

@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +64,23 @@ std::string DirName(const std::string& path) {
   return slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
 }
 
+// The connecting process's supplementary groups; empty when the kernel cannot say.
+std::vector<gid_t> PeerGroups(int fd) {
+  std::vector<gid_t> groups(32);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    socklen_t len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      return groups;
+    }
+    if (errno != ERANGE) {
+      break;
+    }
+    groups.resize(len / sizeof(gid_t) + 1);  // the kernel reported the size it needs
+  }
+  return {};
+}
+
 bool UserInGroup(uid_t uid, gid_t gid) {
   passwd pw{};
   passwd* result = nullptr;
@@ -93,7 +111,9 @@ bool AccessPolicy::Allows(const PeerCredentials& peer) const {
     return true;
   }
   if (group.has_value()) {
-    return peer.gid == *group || UserInGroup(peer.uid, *group);
+    return peer.gid == *group ||
+           std::find(peer.groups.begin(), peer.groups.end(), *group) != peer.groups.end() ||
+           UserInGroup(peer.uid, *group);
   }
   return false;
 }
@@ -216,10 +236,10 @@ void Listener::AcceptLoop(grpc::Server* server, PeerTable* peers) {
     socklen_t len = sizeof(cred);
     PeerCredentials peer;
     if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-      peer = PeerCredentials{cred.pid, cred.uid, cred.gid};
+      peer = PeerCredentials{cred.pid, cred.uid, cred.gid, PeerGroups(conn)};
     } else {
       // Unknown credentials are treated as an unprivileged stranger.
-      peer = PeerCredentials{0, static_cast<uid_t>(-1), static_cast<gid_t>(-1)};
+      peer = PeerCredentials{0, static_cast<uid_t>(-1), static_cast<gid_t>(-1), {}};
     }
     peers->Record(conn, peer);
     grpc::AddInsecureChannelFromFd(server, conn);

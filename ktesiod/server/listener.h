@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
@@ -23,9 +24,12 @@ struct PeerCredentials {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  std::vector<gid_t> groups;  // the peer's supplementary groups at connect time (SO_PEERGROUPS)
 };
 
-// Who may call the API: root, the daemon's own uid, and (when set) members of `group`.
+// Who may call the API: root, the daemon's own uid, and (when set) members of `group`: the
+// peer's effective or supplementary group at connect time, or the group database's membership
+// of the peer's user.
 struct AccessPolicy {
   uid_t owner_uid = 0;
   std::optional<gid_t> group;

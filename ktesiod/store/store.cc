@@ -124,6 +124,17 @@ INSERT INTO usage_totals (instance_id, run, unknown_calls)
   SELECT instance_id, run, COUNT(*) FROM unknown_usage GROUP BY instance_id, run
   ON CONFLICT (instance_id, run) DO UPDATE SET unknown_calls = excluded.unknown_calls;
 )sql",
+    // 7: the audit trail (one row per mutating API call), a log of its own with its own cursor.
+    R"sql(
+CREATE TABLE audit_log (
+  cursor INTEGER PRIMARY KEY AUTOINCREMENT,
+  at_ms INTEGER NOT NULL,
+  instance TEXT NOT NULL,
+  type TEXT NOT NULL,
+  payload TEXT NOT NULL
+) STRICT;
+CREATE INDEX audit_log_by_instance ON audit_log(instance, cursor);
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == kSchemaVersion);
@@ -322,9 +333,11 @@ absl::Status Store::DeleteInstance(int64_t id) {
   return stmt->Run();
 }
 
-absl::StatusOr<int64_t> Store::AppendEvent(const EventRow& event) {
-  absl::StatusOr<Statement> stmt =
-      db_.Prepare("INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)");
+absl::StatusOr<int64_t> Store::AppendEvent(const EventRow& event, EventLog log) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      log == EventLog::kEvents
+          ? "INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)"
+          : "INSERT INTO audit_log (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)");
   if (!stmt.ok()) {
     return stmt.status();
   }
@@ -419,8 +432,10 @@ absl::StatusOr<int64_t> Store::UsageOffset(int64_t instance_id, int64_t run) {
   return *row ? stmt->ColumnInt(0) : 0;
 }
 
-absl::StatusOr<int64_t> Store::LastCursor() {
-  absl::StatusOr<Statement> stmt = db_.Prepare("SELECT COALESCE(MAX(cursor), 0) FROM events");
+absl::StatusOr<int64_t> Store::LastCursor(EventLog log) {
+  absl::StatusOr<Statement> stmt =
+      db_.Prepare(log == EventLog::kEvents ? "SELECT COALESCE(MAX(cursor), 0) FROM events"
+                                           : "SELECT COALESCE(MAX(cursor), 0) FROM audit_log");
   if (!stmt.ok()) {
     return stmt.status();
   }
@@ -432,10 +447,13 @@ absl::StatusOr<int64_t> Store::LastCursor() {
 }
 
 absl::StatusOr<std::vector<EventRow>> Store::ReadEvents(int64_t after, const std::string& instance,
-                                                        int64_t limit) {
+                                                        int64_t limit, EventLog log) {
   absl::StatusOr<Statement> stmt = db_.Prepare(
-      "SELECT cursor, at_ms, instance, type, payload FROM events "
-      "WHERE cursor > ?1 AND (?2 = '' OR instance = ?2) ORDER BY cursor LIMIT ?3");
+      log == EventLog::kEvents
+          ? "SELECT cursor, at_ms, instance, type, payload FROM events "
+            "WHERE cursor > ?1 AND (?2 = '' OR instance = ?2) ORDER BY cursor LIMIT ?3"
+          : "SELECT cursor, at_ms, instance, type, payload FROM audit_log "
+            "WHERE cursor > ?1 AND (?2 = '' OR instance = ?2) ORDER BY cursor LIMIT ?3");
   if (!stmt.ok()) {
     return stmt.status();
   }

@@ -18,7 +18,7 @@
 namespace ktesio::daemon::store {
 
 // The schema version this binary writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 struct InstanceRow {
   int64_t id = 0;
@@ -43,6 +43,10 @@ struct InstanceRow {
   int64_t crash_streak = 0;  // consecutive crashes (restart backoff)
   std::string last_exit;     // "exit code 3", "signal 9 (SIGKILL)", ...
 };
+
+// The two persisted logs. Each has its own cursor sequence, so the audit trail never leaves gaps
+// in the cursors of the lifecycle/usage/breach event stream.
+enum class EventLog { kEvents, kAudit };
 
 struct EventRow {
   int64_t cursor = 0;
@@ -78,7 +82,7 @@ class Store {
                       const std::string& cause);
 
   // Appends an event and returns its cursor (strictly increasing, never reused).
-  absl::StatusOr<int64_t> AppendEvent(const EventRow& event);
+  absl::StatusOr<int64_t> AppendEvent(const EventRow& event, EventLog log = EventLog::kEvents);
   // Usage totals of one instance: over every run, and over `run` alone.
   struct UsageTotals {
     uint64_t cumulative_input = 0;
@@ -103,10 +107,10 @@ class Store {
   absl::Status SetProxyPort(int64_t instance_id, int64_t port);
 
   // The newest cursor (0 when the log is empty).
-  absl::StatusOr<int64_t> LastCursor();
-  // Events with cursor > after, optionally for one instance, at most `limit`.
+  absl::StatusOr<int64_t> LastCursor(EventLog log = EventLog::kEvents);
+  // Events of `log` with cursor > after, optionally for one instance, at most `limit`.
   absl::StatusOr<std::vector<EventRow>> ReadEvents(int64_t after, const std::string& instance,
-                                                   int64_t limit);
+                                                   int64_t limit, EventLog log = EventLog::kEvents);
 
   // Runs `body` in one IMMEDIATE transaction; rolled back when it returns an error.
   template <typename Fn>

@@ -1,12 +1,15 @@
 // The daemon as a service: its API socket adopted from the service manager (socket activation,
 // LISTEN_FDS) or reached through a forwarded socket the way `ssh -L` forwards it (socat plays
-// sshd's relay here, on one machine), and its config file re-read on SIGHUP.
+// sshd's relay here, on one machine), its config file re-read on SIGHUP, and system mode: the
+// socket group's members allowed, everyone else refused, every mutating call audited.
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <sstream>
 
 #include "daemon_harness.h"
 #include "gtest/gtest.h"
@@ -153,6 +156,107 @@ TEST(Service, SighupReloadsTheLogLevelAndRefusesABrokenFile) {
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// `ktctl` run as another user: setpriv switches uid, gid and supplementary groups (numeric ids
+// need no passwd or group entries, so the test adds no users to the machine).
+RunResult CtlAs(uid_t uid, gid_t gid, const std::string& groups, const std::string& socket,
+                const std::vector<std::string>& args, const RunOptions& options = {}) {
+  std::vector<std::string> argv = {Find("setpriv"),
+                                   "--reuid=" + std::to_string(uid),
+                                   "--regid=" + std::to_string(gid),
+                                   groups.empty() ? "--clear-groups" : "--groups=" + groups,
+                                   KtctlPath(),
+                                   "--socket",
+                                   socket};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProcess(argv, options);
+}
+
+TEST(SystemMode, GroupMembersAllowedOthersRefusedEveryMutationAudited) {
+  if (geteuid() != 0) GTEST_SKIP() << "system mode needs root to set the socket's group";
+  if (Find("setpriv").empty()) GTEST_SKIP() << "setpriv (util-linux) not installed";
+  constexpr gid_t kGroup = 61000;          // the socket group (--socket-group takes a numeric GID)
+  constexpr uid_t kMember = 61001;         // primary group = kGroup
+  constexpr uid_t kSupplementary = 61002;  // kGroup only as a supplementary group
+  constexpr uid_t kStranger = 61003;
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0711), 0);
+  const std::string socket = dir / "run/ktesiod.sock";
+  WriteFileOrDie(dir / "ktesiod.toml", "version = 1\n");
+  // The mock builtin runs `ktesio-probe` by name: put the fixture on the daemon's PATH.
+  const std::string probe_dir = ProbePath().substr(0, ProbePath().rfind('/'));
+  Child daemon({"/usr/bin/env", "PATH=" + probe_dir + ":/usr/bin:/bin", KtesiodPath(), "--system",
+                "--state-dir", dir / "state", "--socket", socket, "--config", dir / "ktesiod.toml",
+                "--socket-group", std::to_string(kGroup)},
+               dir / "daemon.log");
+  ASSERT_TRUE(WaitFor([&] { return SocketAnswers(socket); }))
+      << ReadFileOrEmpty(dir / "daemon.log");
+
+  // The socket and its directory: 0660 / 0750, group kGroup.
+  struct stat st {};
+  ASSERT_EQ(stat(socket.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  EXPECT_EQ(st.st_gid, kGroup);
+  ASSERT_EQ(stat((dir / "run").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  EXPECT_EQ(st.st_gid, kGroup);
+
+  // A member by primary group drives the whole lifecycle.
+  RunResult reg =
+      CtlAs(kMember, kGroup, "", socket, {"agent", "register", "sys", "--kind", "mock"});
+  ASSERT_EQ(reg.exit_code, 0) << reg.out << reg.err << ReadFileOrEmpty(dir / "daemon.log");
+  RunResult start = CtlAs(kMember, kGroup, "", socket, {"agent", "start", "sys"});
+  ASSERT_EQ(start.exit_code, 0) << start.out << start.err << ReadFileOrEmpty(dir / "daemon.log");
+  // A member by supplementary group only.
+  RunResult stop = CtlAs(kSupplementary, kSupplementary, std::to_string(kGroup), socket,
+                         {"agent", "stop", "sys", "--timeout", "2"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  // A failed mutating call is audited too, with its reason.
+  EXPECT_EQ(CtlAs(kMember, kGroup, "", socket, {"agent", "start", "missing"}).exit_code, 3);
+
+  // A stranger cannot even reach the socket (file modes) ...
+  RunResult refused = CtlAs(kStranger, kStranger, "", socket, {"daemon", "status"});
+  EXPECT_EQ(refused.exit_code, 7) << refused.out << refused.err;
+  // ... and when an operator loosens the modes by mistake, the peer-credential check still
+  // refuses it, and nothing changes.
+  ASSERT_EQ(chmod((dir / "run").c_str(), 0755), 0);
+  ASSERT_EQ(chmod(socket.c_str(), 0666), 0);
+  RunResult denied =
+      CtlAs(kStranger, kStranger, "", socket, {"agent", "register", "intruder", "--kind", "mock"});
+  EXPECT_NE(denied.exit_code, 0);
+  EXPECT_NE(denied.err.find("uid 61003 may not use this daemon"), std::string::npos) << denied.err;
+  RunResult list = RunProcess({KtctlPath(), "--socket", socket, "agent", "list", "--json"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(list.out.find("intruder"), std::string::npos) << list.out;
+
+  // The audit trail: the daemon log and `audit` events name the caller's uid, RPC and instance.
+  const std::string log = ReadFileOrEmpty(dir / "daemon.log");
+  EXPECT_NE(log.find("audit uid=61001 rpc=RegisterAgent instance=sys result=ok"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("audit uid=61002 rpc=StopAgent instance=sys result=ok"), std::string::npos);
+  EXPECT_NE(log.find("denied uid=61003"), std::string::npos);
+  RunOptions briefly;
+  briefly.timeout = std::chrono::milliseconds(1500);
+  RunResult events = RunProcess(
+      {KtctlPath(), "--socket", socket, "events", "--since", "0", "--json", "--audit"}, briefly);
+  std::vector<std::string> audits;
+  std::istringstream lines(events.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::optional<Json> event = ParseJson(line);
+    ASSERT_TRUE(event.has_value()) << line;
+    const Json& payload = *event;
+    if (payload["type"].string != "audit") continue;
+    EXPECT_EQ(payload.Keys(), (std::vector<std::string>{"type", "cursor", "schema_version", "uid",
+                                                        "rpc", "instance", "result", "at"}))
+        << line;
+    audits.push_back(std::to_string(payload["uid"].Int()) + " " + payload["rpc"].string + " " +
+                     payload["instance"].string + " " + payload["result"].string);
+  }
+  EXPECT_EQ(audits, (std::vector<std::string>{"61001 RegisterAgent sys ok",
+                                              "61001 StartAgent sys ok", "61002 StopAgent sys ok",
+                                              "61001 StartAgent missing NOT_FOUND"}))
+      << events.out;
 }
 
 }  // namespace

@@ -124,6 +124,27 @@ TEST_F(StoreTest, EventCursorsIncreaseAndFilter) {
   EXPECT_EQ((*after)[0].cursor, *c3);
 }
 
+TEST_F(StoreTest, AuditTrailIsALogOfItsOwn) {
+  auto store = std::move(Store::Open(path_)).value();
+  auto e1 = store->AppendEvent({0, 1, "a", "transition", "{}"});
+  auto a1 = store->AppendEvent({0, 2, "a", "audit", "{\"rpc\":\"StartAgent\"}"}, EventLog::kAudit);
+  auto a2 = store->AppendEvent({0, 3, "", "audit", "{\"rpc\":\"SetSecret\"}"}, EventLog::kAudit);
+  auto e2 = store->AppendEvent({0, 4, "a", "transition", "{}"});
+  KT_ASSERT_OK(e2.status());
+  KT_ASSERT_OK(a2.status());
+  // The event stream's cursors stay contiguous; the audit trail counts on its own.
+  EXPECT_EQ(*e2, *e1 + 1);
+  EXPECT_EQ(*a2, *a1 + 1);
+  EXPECT_EQ(*store->LastCursor(), *e2);
+  EXPECT_EQ(*store->LastCursor(EventLog::kAudit), *a2);
+  auto events = store->ReadEvents(0, "", 100);
+  ASSERT_EQ(events->size(), 2u);
+  for (const EventRow& row : *events) EXPECT_EQ(row.type, "transition");
+  auto audit_a = store->ReadEvents(0, "a", 100, EventLog::kAudit);
+  ASSERT_EQ(audit_a->size(), 1u);
+  EXPECT_EQ((*audit_a)[0].payload_json, "{\"rpc\":\"StartAgent\"}");
+}
+
 TEST_F(StoreTest, TransactionRollsBackOnError) {
   auto store = std::move(Store::Open(path_)).value();
   absl::Status status = store->InTransaction([&]() -> absl::Status {
