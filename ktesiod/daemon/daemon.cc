@@ -61,11 +61,19 @@ absl::StatusOr<std::optional<gid_t>> ResolveGroup(const DaemonOptions& options) 
   return std::optional<gid_t>(grp.gr_gid);
 }
 
-// SIGHUP: re-reads ktesiod.toml. `log_level` applies at once (unless --log-level pinned it);
-// the other keys are read at start only, so a change is reported, not applied. A file that no
-// longer parses changes nothing.
+// SIGHUP: re-reads ktesiod.toml. `log_level` (unless --log-level pinned it) and the limits
+// apply at once; the other keys are read at start only, so a change is reported, not applied. A
+// file that no longer parses changes nothing.
+engine::EngineLimits LimitsOf(const DaemonOptions& options) {
+  engine::EngineLimits limits;
+  limits.stop_timeout_seconds = options.stop_timeout_secs;
+  limits.max_instances = options.max_instances;
+  limits.max_streams = options.max_streams;
+  return limits;
+}
+
 void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions& running,
-            const std::vector<std::shared_ptr<spdlog::logger>>& loggers) {
+            const std::vector<std::shared_ptr<spdlog::logger>>& loggers, engine::Engine& engine) {
   const std::shared_ptr<spdlog::logger>& log = loggers.front();
   DaemonOptions fresh = flags;
   if (absl::Status status =
@@ -81,6 +89,19 @@ void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions&
     log->warn("reload: log_level {} -> {}", running.log_level, fresh.log_level);
     running.log_level = fresh.log_level;
   }
+  // The limits apply at once, on the engine's thread.
+  auto live = [&](std::string_view key, uint64_t before, uint64_t after) {
+    if (before != after) {
+      log->warn("reload: {} {} -> {}", std::string(key), before, after);
+    }
+  };
+  live("stop_timeout_secs", running.stop_timeout_secs, fresh.stop_timeout_secs);
+  live("max_instances", running.max_instances, fresh.max_instances);
+  live("max_streams", running.max_streams, fresh.max_streams);
+  running.stop_timeout_secs = fresh.stop_timeout_secs;
+  running.max_instances = fresh.max_instances;
+  running.max_streams = fresh.max_streams;
+  engine.Post([&engine, limits = LimitsOf(fresh)] { engine.SetLimits(limits); });
   auto restart_only = [&](std::string_view key, bool changed) {
     if (changed) {
       log->warn("reload: '{}' changed in {}; it takes effect at the next daemon start",
@@ -134,6 +155,7 @@ int RunDaemon(const DaemonOptions& flags) {
   engine::EngineOptions engine_options;
   engine_options.proxy.ca_file = options.metering_ca_file;
   engine_options.proxy.max_request_bytes = options.metering_max_request_bytes;
+  engine_options.limits = LimitsOf(options);
   auto engine_log = MakeLogger("engine", options.log_level);
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
       engine::Engine::Create(*paths, engine_log, engine_options);
@@ -206,7 +228,7 @@ int RunDaemon(const DaemonOptions& flags) {
       continue;
     }
     if (received == SIGHUP) {
-      Reload(flags, *paths, options, {log, engine_log, api.logger});
+      Reload(flags, *paths, options, {log, engine_log, api.logger}, **engine);
       continue;
     }
     log->info("shutdown signal={}", received == SIGTERM ? "SIGTERM" : "SIGINT");

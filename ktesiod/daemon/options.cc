@@ -155,10 +155,31 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
                                 "to 4294967296"));
       }
       options.metering_max_request_bytes = static_cast<uint64_t>(*value);
+    } else if (name == "stop_timeout_secs" || name == "max_instances" || name == "max_streams") {
+      struct Range {
+        int64_t min;
+        int64_t max;
+      };
+      const Range range = name == "stop_timeout_secs" ? Range{0, 86400}
+                          : name == "max_instances"   ? Range{1, 1000000}
+                                                      : Range{1, 100000};
+      std::optional<int64_t> value = node.value_exact<int64_t>();
+      if (!value || *value < range.min || *value > range.max) {
+        return Bad(absl::StrCat(where(), ": '", std::string(name), "' must be an integer from ",
+                                range.min, " to ", range.max));
+      }
+      if (name == "stop_timeout_secs") {
+        options.stop_timeout_secs = static_cast<uint32_t>(*value);
+      } else if (name == "max_instances") {
+        options.max_instances = static_cast<uint64_t>(*value);
+      } else {
+        options.max_streams = static_cast<uint32_t>(*value);
+      }
     } else {
       return Bad(absl::StrCat(where(), ": unknown key '", std::string(name),
                               "' (known: version, log_level, socket_group, metering_ca_file, "
-                              "metering_max_request_bytes)"));
+                              "metering_max_request_bytes, stop_timeout_secs, max_instances, "
+                              "max_streams)"));
     }
   }
   return absl::OkStatus();

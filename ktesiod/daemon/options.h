@@ -18,6 +18,9 @@ struct DaemonOptions {
   std::string socket_group;        // system mode: group allowed on the socket ("ktesio")
   std::string metering_ca_file;    // extra trust anchors for https upstreams
   uint64_t metering_max_request_bytes = 32u << 20;  // request bodies above this get 413
+  uint32_t stop_timeout_secs = 30;  // graceful stop window when a command names none
+  uint64_t max_instances = 10000;   // registrations beyond this are refused
+  uint32_t max_streams = 1024;      // concurrent event subscriptions + log follows
   bool show_help = false;
   bool show_version = false;
   bool log_level_from_flag = false;

@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const DaemonPaths& paths,
     return proxy.status();
   }
   engine->proxy_ = std::move(*proxy);
+  engine->SetLimits(options.limits);
   return engine;
 }
 
@@ -113,8 +114,33 @@ absl::Status Engine::GetStatus(v1::GetStatusResponse* response) {
   return absl::OkStatus();
 }
 
+void Engine::SetLimits(const EngineLimits& limits) {
+  limits_ = limits;
+  supervisor_.set_default_stop_seconds(limits.stop_timeout_seconds);
+}
+
+absl::Status Engine::CheckStreamLimit() const {
+  if (subscriptions_.size() + follows_.size() >= limits_.max_streams) {
+    return contract::MakeError(
+        absl::StatusCode::kResourceExhausted, contract::reason::kLimitReached,
+        absl::StrCat("the daemon already serves ", limits_.max_streams,
+                     " event/log streams (max_streams in ktesiod.toml); end one or raise it"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Engine::RegisterAgent(const v1::RegisterAgentRequest& request,
                                    v1::RegisterAgentResponse* response) {
+  absl::StatusOr<int64_t> count = store_->CountInstances();
+  if (!count.ok()) {
+    return count.status();
+  }
+  if (static_cast<uint64_t>(*count) >= limits_.max_instances) {
+    return contract::MakeError(
+        absl::StatusCode::kResourceExhausted, contract::reason::kLimitReached,
+        absl::StrCat("the daemon already has ", *count,
+                     " Agent Instances (max_instances in ktesiod.toml); remove one or raise it"));
+  }
   absl::StatusOr<store::InstanceRow> row = registry_.Register(request);
   if (!row.ok()) {
     return row.status();

@@ -32,8 +32,16 @@
 
 namespace ktesio::daemon::engine {
 
+// Operator limits from ktesiod.toml; SIGHUP applies new values at once (Engine::SetLimits).
+struct EngineLimits {
+  uint32_t stop_timeout_seconds = 30;  // graceful stop window when a command names none
+  uint64_t max_instances = 10000;      // registrations beyond this are refused
+  uint32_t max_streams = 1024;         // concurrent event subscriptions + log follows
+};
+
 struct EngineOptions {
   metering::ProxyOptions proxy;  // the engine-observed metering proxy (CA file, body cap)
+  EngineLimits limits;
 };
 
 class Engine {
@@ -117,6 +125,10 @@ class Engine {
   absl::Status DetachMemory(const v1::DetachMemoryRequest& request,
                             v1::DetachMemoryResponse* response);
 
+  // Applies new operator limits (owner thread). Existing instances and streams are kept even
+  // when they exceed a lowered limit; only new ones are refused.
+  void SetLimits(const EngineLimits& limits);
+
   const DaemonPaths& paths() const { return paths_; }
   int64_t started_at_ms() const { return started_at_ms_; }
 
@@ -139,6 +151,9 @@ class Engine {
     std::function<void(absl::Status)> end;
   };
   std::map<uint64_t, Follow> follows_;
+  EngineLimits limits_;
+  // RESOURCE_EXHAUSTED/LIMIT_REACHED when a new stream would exceed limits_.max_streams.
+  absl::Status CheckStreamLimit() const;
 
   struct Subscription {
     std::string instance;

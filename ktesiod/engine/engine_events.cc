@@ -18,6 +18,9 @@ constexpr int64_t kBatch = 512;
 
 absl::StatusOr<uint64_t> Engine::Subscribe(const v1::SubscribeEventsRequest& request,
                                            EmitEvents emit, EndEvents end) {
+  if (absl::Status status = CheckStreamLimit(); !status.ok()) {
+    return status;
+  }
   if (!request.instance().empty()) {
     absl::StatusOr<store::InstanceRow> row = registry_.Find(request.instance());
     if (!row.ok()) {

@@ -71,6 +71,9 @@ absl::Status Engine::ReadLogs(const v1::ReadLogsRequest& request, v1::ReadLogsRe
 
 absl::StatusOr<uint64_t> Engine::StartFollow(const v1::LogFilter& filter, Emit emit,
                                              std::function<void(absl::Status)> end) {
+  if (absl::Status status = CheckStreamLimit(); !status.ok()) {
+    return status;
+  }
   absl::StatusOr<store::InstanceRow> row = registry_.Find(filter.name());
   if (!row.ok()) {
     return row.status();

@@ -432,6 +432,18 @@ absl::StatusOr<int64_t> Store::UsageOffset(int64_t instance_id, int64_t run) {
   return *row ? stmt->ColumnInt(0) : 0;
 }
 
+absl::StatusOr<int64_t> Store::CountInstances() {
+  absl::StatusOr<Statement> stmt = db_.Prepare("SELECT COUNT(*) FROM instances");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) {
+    return row.status();
+  }
+  return stmt->ColumnInt(0);
+}
+
 absl::StatusOr<int64_t> Store::LastCursor(EventLog log) {
   absl::StatusOr<Statement> stmt =
       db_.Prepare(log == EventLog::kEvents ? "SELECT COALESCE(MAX(cursor), 0) FROM events"

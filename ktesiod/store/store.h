@@ -106,6 +106,8 @@ class Store {
   absl::StatusOr<int64_t> ProxyPort(int64_t instance_id);
   absl::Status SetProxyPort(int64_t instance_id, int64_t port);
 
+  // How many instances are registered.
+  absl::StatusOr<int64_t> CountInstances();
   // The newest cursor (0 when the log is empty).
   absl::StatusOr<int64_t> LastCursor(EventLog log = EventLog::kEvents);
   // Events of `log` with cursor > after, optionally for one instance, at most `limit`.

@@ -349,7 +349,7 @@ void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_s
     // A frozen group cannot act on SIGTERM; thaw it first.
     backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGCONT).IgnoreError();
   }
-  BeginStop(*row, timeout_seconds.value_or(30));
+  BeginStop(*row, timeout_seconds.value_or(default_stop_seconds_));
 }
 
 void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
@@ -584,7 +584,7 @@ void Supervisor::BudgetAction(const std::string& name, bool stop, const std::str
   if (state == State::kPaused) {
     backend_.SignalGroup(leader, SIGCONT).IgnoreError();
   }
-  BeginStop(*row, 30);
+  BeginStop(*row, default_stop_seconds_);
 }
 
 void Supervisor::Forget(const std::string& name) { runtimes_.erase(name); }

@@ -88,6 +88,11 @@ class Supervisor {
   // exits that happened while the daemon was down, fail what vanished), then autostarts.
   void Reconcile();
 
+  // The graceful stop window when a command names none (ktesiod.toml `stop_timeout_secs`), also
+  // used by budget-breach stops.
+  void set_default_stop_seconds(uint32_t seconds) { default_stop_seconds_ = seconds; }
+  uint32_t default_stop_seconds() const { return default_stop_seconds_; }
+
   // Forgets an instance being removed (it must be terminal).
   void Forget(const std::string& name);
 
@@ -124,6 +129,7 @@ class Supervisor {
   std::shared_ptr<spdlog::logger> log_;
   Hooks hooks_;
   std::map<std::string, std::unique_ptr<Runtime>> runtimes_;
+  uint32_t default_stop_seconds_ = 30;
 };
 
 // The safe base of the daemon's environment every agent starts from (PATH, HOME, LANG, TZ, ...).

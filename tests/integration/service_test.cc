@@ -37,6 +37,7 @@ class Child {
       _exit(127);
     }
   }
+  pid_t pid() const { return pid_; }
   ~Child() {
     if (pid_ > 0) {
       kill(-pid_, SIGTERM);
@@ -156,6 +157,75 @@ TEST(Service, SighupReloadsTheLogLevelAndRefusesABrokenFile) {
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(Service, LimitsAndTheDefaultStopWindowComeFromTheConfigFileAndReloadLive) {
+  TempDir dir;
+  const std::string config = dir / "ktesiod.toml";
+  const std::string socket = dir / "d.sock";
+  WriteFileOrDie(config,
+                 "version = 1\nstop_timeout_secs = 1\nmax_instances = 2\nmax_streams = 1\n");
+  Child daemon(
+      {KtesiodPath(), "--state-dir", dir / "state", "--socket", socket, "--config", config},
+      dir / "daemon.log");
+  ASSERT_TRUE(WaitFor([&] { return SocketAnswers(socket); }))
+      << ReadFileOrEmpty(dir / "daemon.log");
+  auto ctl = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {KtctlPath(), "--socket", socket};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv);
+  };
+  // An agent that ignores SIGTERM: a stop without --timeout waits stop_timeout_secs (1 s, not
+  // the built-in 30 s), then kills the group.
+  WriteFileOrDie(dir / "stubborn.toml",
+                 "contract_version = \"1.0.0\"\n[adapter]\nkind = \"stubborn\"\n"
+                 "[lifecycle.start]\nexec = \"" +
+                     ProbePath() +
+                     "\"\nargs = [\"--ignore-sigterm\", \"--heartbeat-ms\", \"1000\"]\n"
+                     "[capabilities.pause]\nlinux = \"guaranteed\"\n"
+                     "[metering]\nsource = \"self-reported\"\n");
+  ASSERT_EQ(ctl({"agent", "register", "a", "--manifest", dir / "stubborn.toml"}).exit_code, 0);
+  ASSERT_EQ(ctl({"agent", "start", "a"}).exit_code, 0);
+  const auto before = std::chrono::steady_clock::now();
+  RunResult stop = ctl({"agent", "stop", "a", "--json"});
+  const auto took = std::chrono::steady_clock::now() - before;
+  ASSERT_EQ(stop.exit_code, 0) << stop.out << stop.err;
+  EXPECT_NE(ReadFileOrEmpty(dir / "daemon.log")
+                .find("instance=a from=stopping to=stopped cause=\"stop-forced"),
+            std::string::npos)
+      << ReadFileOrEmpty(dir / "daemon.log");
+  EXPECT_LT(took, std::chrono::seconds(10));
+  EXPECT_GE(took, std::chrono::milliseconds(900));
+
+  // max_instances = 2: the third registration is refused and nothing is written.
+  ASSERT_EQ(ctl({"agent", "register", "b", "--kind", "mock"}).exit_code, 0);
+  RunResult third = ctl({"agent", "register", "c", "--kind", "mock", "--json"});
+  EXPECT_EQ(third.exit_code, 1) << third.out << third.err;
+  EXPECT_NE(third.out.find("LIMIT_REACHED"), std::string::npos) << third.out;
+  EXPECT_NE(third.out.find("max_instances"), std::string::npos) << third.out;
+  EXPECT_EQ(ctl({"agent", "show", "c"}).exit_code, 3);
+
+  // max_streams = 1: a second concurrent stream is refused while the first runs. The first
+  // replays the log from 0, so its first line shows it is attached.
+  Child follower({KtctlPath(), "--socket", socket, "events", "--since", "0"}, dir / "events.log");
+  ASSERT_TRUE(WaitFor([&] { return !ReadFileOrEmpty(dir / "events.log").empty(); }));
+  RunOptions briefly;
+  briefly.timeout = std::chrono::milliseconds(5000);
+  RunResult second = RunProcess({KtctlPath(), "--socket", socket, "events"}, briefly);
+  EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
+  EXPECT_NE(second.err.find("max_streams"), std::string::npos) << second.err;
+
+  // SIGHUP applies new limits at once.
+  WriteFileOrDie(config, "version = 1\nmax_instances = 3\n");
+  ASSERT_EQ(kill(daemon.pid(), SIGHUP), 0);
+  ASSERT_TRUE(WaitFor([&] {
+    return ReadFileOrEmpty(dir / "daemon.log").find("reload: max_instances 2 -> 3") !=
+           std::string::npos;
+  })) << ReadFileOrEmpty(dir / "daemon.log");
+  EXPECT_NE(ReadFileOrEmpty(dir / "daemon.log").find("reload: stop_timeout_secs 1 -> 30"),
+            std::string::npos);
+  RunResult now = ctl({"agent", "register", "c", "--kind", "mock"});
+  EXPECT_EQ(now.exit_code, 0) << now.err;
 }
 
 // `ktctl` run as another user: setpriv switches uid, gid and supplementary groups (numeric ids

@@ -60,6 +60,14 @@ TEST_F(ConfigFileTest, AppliesValuesUnderFlags) {
       options));
   EXPECT_EQ(options.metering_ca_file, "/etc/ktesio/ca.pem");
   EXPECT_EQ(options.metering_max_request_bytes, 4096u);
+  EXPECT_EQ(options.stop_timeout_secs, 30u);
+  EXPECT_EQ(options.max_instances, 10000u);
+  EXPECT_EQ(options.max_streams, 1024u);
+  KT_ASSERT_OK(ApplyConfigFile(
+      Write("stop_timeout_secs = 0\nmax_instances = 2\nmax_streams = 100000\n"), true, options));
+  EXPECT_EQ(options.stop_timeout_secs, 0u);
+  EXPECT_EQ(options.max_instances, 2u);
+  EXPECT_EQ(options.max_streams, 100000u);
   DaemonOptions flagged = *ParseDaemonFlags({"--log-level", "error"});
   KT_ASSERT_OK(ApplyConfigFile(Write("log_level = \"warn\"\n"), true, flagged));
   EXPECT_EQ(flagged.log_level, "error");
@@ -80,6 +88,10 @@ TEST_F(ConfigFileTest, ErrorsCarryFileLineColumn) {
       {"metering_ca_file = \"relative.pem\"\n", "absolute path"},
       {"metering_max_request_bytes = 10\n", "from 1024"},
       {"metering_max_request_bytes = \"big\"\n", "from 1024"},
+      {"stop_timeout_secs = -1\n", "'stop_timeout_secs' must be an integer from 0 to 86400"},
+      {"stop_timeout_secs = 1.5\n", "from 0 to 86400"},
+      {"\n\nmax_instances = 0\n", ":3:"},
+      {"max_streams = 100001\n", "'max_streams' must be an integer from 1 to 100000"},
   };
   for (const Case& c : cases) {
     absl::Status status = ApplyConfigFile(Write(c.text), true, options);

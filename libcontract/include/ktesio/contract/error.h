@@ -34,6 +34,7 @@ inline constexpr std::string_view kLaunchFailed = "LAUNCH_FAILED";
 inline constexpr std::string_view kStopNotConfirmed = "STOP_NOT_CONFIRMED";
 inline constexpr std::string_view kTimedOut = "TIMED_OUT";
 inline constexpr std::string_view kPermissionDenied = "PERMISSION_DENIED";
+inline constexpr std::string_view kLimitReached = "LIMIT_REACHED";
 inline constexpr std::string_view kStoreError = "STORE_ERROR";
 inline constexpr std::string_view kIoError = "IO_ERROR";
 inline constexpr std::string_view kUnimplemented = "UNIMPLEMENTED";
