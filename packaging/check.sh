@@ -33,6 +33,23 @@ fi
 for line in "ListenStream=/run/ktesio/ktesiod.sock" "SocketGroup=ktesio" "SocketMode=0660"; do
   grep -qx "$line" "$socket" || fail "ktesiod.socket lacks '$line'"
 done
+# The fleet unit: ktctl pointed at the built binary (systemd-analyze checks it is executable).
+ktctl=$(dirname "$ktesiod")/../ktctl/ktctl
+agents=$here/systemd/ktesio-agents.service
+sed "s|/usr/bin/ktctl|$(cd "$(dirname "$ktctl")" && pwd)/ktctl|" "$agents" >"$work/ktesio-agents.service"
+SYSTEMD_LOG_LEVEL=warning systemd-analyze verify "$work/ktesio-agents.service" \
+  "$work/ktesiod.service" 2>"$work/verify-agents.log" ||
+  { cat "$work/verify-agents.log" >&2; fail "systemd-analyze verify rejected ktesio-agents.service"; }
+if grep -q . "$work/verify-agents.log"; then
+  cat "$work/verify-agents.log" >&2
+  fail "systemd-analyze verify warned about ktesio-agents.service"
+fi
+for line in "After=ktesiod.service" "Wants=ktesiod.service" "RemainAfterExit=yes" \
+            "ExecStop=/usr/bin/ktctl --socket /run/ktesio/ktesiod.sock agent stop --all"; do
+  grep -qx "$line" "$agents" || fail "ktesio-agents.service lacks '$line'"
+done
+grep -q "^Requires=\|^BindsTo=\|^PartOf=" "$agents" &&
+  fail "ktesio-agents.service must not propagate daemon restarts (Requires/BindsTo/PartOf)"
 grep -q '^u ktesio ' "$here/systemd/ktesio.sysusers" || fail "sysusers snippet lacks the user"
 grep -q '^g ktesio ' "$here/systemd/ktesio.sysusers" || fail "sysusers snippet lacks the group"
 

@@ -209,25 +209,88 @@ int Lifecycle(Context& ctx, const std::vector<std::string>& args, std::string_vi
   return ReportInstance(ctx, response.instance(), verb == "start");
 }
 
-// stop / restart: NAME [--timeout SECS] (the graceful window before SIGKILL).
+// The deadline of a stop-like call: it must outlive the stop window plus the 5 s kill
+// confirmation. Without --timeout the window is the daemon's (stop_timeout_secs, at most 86400 s):
+// the daemon always answers within it, so the client waits as long.
+std::unique_ptr<grpc::ClientContext> StopContext(Context& ctx, Client& client,
+                                                 std::optional<uint32_t> window) {
+  const double base = ctx.global.timeout_seconds.value_or(30);
+  const double needed = static_cast<double>(window.value_or(86400)) + 15;
+  return client.NewContext(
+      std::chrono::milliseconds(static_cast<int64_t>(std::max(base, needed) * 1000)));
+}
+
+// `agent stop --all`: the fleet stop. Exit 0 when every instance acted on ended stopped (or
+// failed), 4 otherwise.
+int StopAll(Context& ctx, std::optional<uint32_t> window) {
+  v1::StopAllAgentsRequest request;
+  if (window.has_value()) {
+    request.set_timeout_seconds(*window);
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::StopAllAgentsResponse response;
+  auto call = StopContext(ctx, *client, window);
+  grpc::Status status = client->agents().StopAllAgents(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  bool all_down = true;
+  std::string text;
+  for (const v1::AgentInstance& instance : response.instances()) {
+    all_down = all_down && (instance.state() == v1::AGENT_STATE_STOPPED ||
+                            instance.state() == v1::AGENT_STATE_FAILED);
+    absl::StrAppend(&text, instance.name(), ": ", StateName(instance.state()),
+                    instance.cause().empty() ? "" : absl::StrCat(" (", instance.cause(), ")"),
+                    "\n");
+  }
+  if (ctx.global.json) {
+    Out(StopAllDocument(response));
+  } else {
+    PrintNotices(response.notices());
+    Out(response.instances().empty() ? std::string("no running or paused agent\n") : text);
+  }
+  return all_down ? kExitOk : kExitInvalidState;
+}
+
+// stop / restart: NAME [--timeout SECS] (the graceful window before SIGKILL); stop also takes
+// --all instead of NAME.
 template <typename Request, typename Response>
 int Stopping(Context& ctx, const std::vector<std::string>& args, std::string_view verb,
              grpc::Status (v1::AgentService::Stub::*rpc)(grpc::ClientContext*, const Request&,
                                                          Response*)) {
-  const std::string usage = absl::StrCat("agent ", std::string(verb), " NAME [--timeout SECS]");
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--timeout"}, {}, 1, 1);
+  const bool stop = verb == "stop";
+  const std::string usage =
+      stop ? std::string("agent stop (NAME | --all) [--timeout SECS]")
+           : absl::StrCat("agent ", std::string(verb), " NAME [--timeout SECS]");
+  absl::StatusOr<LocalArgs> local = stop ? ParseLocal(args, {"--timeout"}, {"--all"}, 0, 1)
+                                         : ParseLocal(args, {"--timeout"}, {}, 1, 1);
   if (!local.ok()) {
     return ctx.Usage(std::string(local.status().message()), usage);
   }
-  Request request;
-  request.set_name(local->positionals[0]);
-  uint32_t window = 30;
+  const bool all = local->Has("--all");
+  if (stop && all == !local->positionals.empty()) {
+    return ctx.Usage(all ? "--all takes no NAME" : "missing NAME (or --all)", usage);
+  }
+  std::optional<uint32_t> window;
   if (std::optional<std::string> timeout = local->Value("--timeout")) {
-    if (!absl::SimpleAtoi(*timeout, &window) || window > 86400) {
+    uint32_t seconds = 0;
+    if (!absl::SimpleAtoi(*timeout, &seconds) || seconds > 86400) {
       return ctx.Usage(
           absl::StrCat("--timeout must be whole seconds 0..86400, got '", *timeout, "'"), usage);
     }
-    request.set_timeout_seconds(window);
+    window = seconds;
+  }
+  if (all) {
+    return StopAll(ctx, window);
+  }
+  Request request;
+  request.set_name(local->positionals[0]);
+  if (window.has_value()) {
+    request.set_timeout_seconds(*window);
   }
   int code = 0;
   Client* client = ctx.Connect(&code);
@@ -235,10 +298,7 @@ int Stopping(Context& ctx, const std::vector<std::string>& args, std::string_vie
     return code;
   }
   Response response;
-  // The call must outlive the stop window plus the 5 s kill confirmation.
-  const double base = ctx.global.timeout_seconds.value_or(30);
-  auto call = client->NewContext(std::chrono::milliseconds(
-      static_cast<int64_t>(std::max(base, static_cast<double>(window) + 15) * 1000)));
+  auto call = StopContext(ctx, *client, window);
   grpc::Status status = (client->agents().*rpc)(call.get(), request, &response);
   if (!status.ok()) {
     return ctx.Fail(status);
@@ -305,8 +365,10 @@ void AddAgentCommands(std::vector<Command>& commands) {
                         return Lifecycle(c, a, "start", &Stub::StartAgent);
                       }});
   commands.push_back({{"agent", "stop"},
-                      "NAME [--timeout SECS]",
-                      "stop: graceful, then SIGKILL to the whole group after SECS (default 30)",
+                      "(NAME | --all) [--timeout SECS]",
+                      "stop: graceful, then SIGKILL to the whole group after SECS (default: the "
+                      "daemon's stop_timeout_secs, 30); --all stops every running or paused agent "
+                      "at once",
                       [](Context& c, const std::vector<std::string>& a) {
                         return Stopping(c, a, "stop", &Stub::StopAgent);
                       }});

@@ -276,6 +276,20 @@ std::string ShowDocument(const v1::AgentInstance& instance) {
   return json.Take() + "\n";
 }
 
+std::string StopAllDocument(const v1::StopAllAgentsResponse& response) {
+  contract::JsonWriter json;
+  json.BeginObject().Key("schema_version").Int(2).Key("instances").BeginArray();
+  for (const v1::AgentInstance& instance : response.instances()) {
+    WriteFleetEntry(json, instance);
+  }
+  json.EndArray().Key("notices").BeginArray();
+  for (const std::string& notice : response.notices()) {
+    json.String(notice);
+  }
+  json.EndArray().EndObject();
+  return json.Take() + "\n";
+}
+
 std::string StatusDocument(const v1::GetStatusResponse& status) {
   contract::JsonWriter json;
   json.BeginObject().Key("schema_version").Int(1);

@@ -26,6 +26,8 @@ void WriteFleetEntry(contract::JsonWriter& json, const v1::AgentInstance& instan
 std::string ListDocument(const v1::ListAgentsResponse& response);
 // {"schema_version":2,"instance":FleetEntry}
 std::string ShowDocument(const v1::AgentInstance& instance);
+// `agent stop --all --json`: {"schema_version":2,"instances":[...],"notices":[...]}.
+std::string StopAllDocument(const v1::StopAllAgentsResponse& response);
 // {"schema_version":1,"daemon_version",...}
 std::string StatusDocument(const v1::GetStatusResponse& status);
 

@@ -98,6 +98,16 @@ grpc::ServerUnaryReactor* AgentServiceImpl::StopAgent(grpc::CallbackServerContex
                        });
 }
 
+grpc::ServerUnaryReactor* AgentServiceImpl::StopAllAgents(grpc::CallbackServerContext* ctx,
+                                                          const v1::StopAllAgentsRequest* request,
+                                                          v1::StopAllAgentsResponse* response) {
+  return RunUnaryAsync(api_, ctx, request, response, "StopAllAgents",
+                       [this](const v1::StopAllAgentsRequest& in, v1::StopAllAgentsResponse* out,
+                              engine::Engine::Finish finish) {
+                         api_.engine->StopAllAgents(in, out, std::move(finish));
+                       });
+}
+
 grpc::ServerUnaryReactor* AgentServiceImpl::RestartAgent(grpc::CallbackServerContext* ctx,
                                                          const v1::RestartAgentRequest* request,
                                                          v1::RestartAgentResponse* response) {

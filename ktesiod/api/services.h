@@ -47,6 +47,9 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   grpc::ServerUnaryReactor* StopAgent(grpc::CallbackServerContext* ctx,
                                       const v1::StopAgentRequest* request,
                                       v1::StopAgentResponse* response) override;
+  grpc::ServerUnaryReactor* StopAllAgents(grpc::CallbackServerContext* ctx,
+                                          const v1::StopAllAgentsRequest* request,
+                                          v1::StopAllAgentsResponse* response) override;
   grpc::ServerUnaryReactor* RestartAgent(grpc::CallbackServerContext* ctx,
                                          const v1::RestartAgentRequest* request,
                                          v1::RestartAgentResponse* response) override;

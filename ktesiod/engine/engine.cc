@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -294,6 +295,62 @@ void Engine::StopAgent(const v1::StopAgentRequest& request, v1::StopAgentRespons
                        Finish finish) {
   supervisor_.Stop(request.name(), StopWindow(request),
                    Complete(request.name(), response, std::move(finish)));
+}
+
+void Engine::StopAllAgents(const v1::StopAllAgentsRequest& request,
+                           v1::StopAllAgentsResponse* response, Finish finish) {
+  absl::StatusOr<std::vector<store::InstanceRow>> rows = store_->ListInstances();
+  if (!rows.ok()) {
+    finish(rows.status());
+    return;
+  }
+  struct Fleet {
+    size_t left = 0;
+    std::vector<std::string> acted;
+    Finish finish;
+  };
+  auto fleet = std::make_shared<Fleet>();
+  fleet->finish = std::move(finish);
+  std::vector<std::string> live;
+  for (const store::InstanceRow& row : *rows) {
+    if (row.state == "running" || row.state == "paused") {
+      live.push_back(row.name);
+    } else if (row.state == "starting" || row.state == "stopping") {
+      response->add_notices(absl::StrCat(row.name, ": '", row.state,
+                                         "', left to finish that transition; not stopped"));
+    } else if (supervisor_.RestartPending(row.name)) {
+      live.push_back(row.name);  // Stop cancels the pending restart
+    }
+  }
+  if (live.empty()) {
+    fleet->finish(absl::OkStatus());
+    return;
+  }
+  fleet->left = live.size();
+  const std::optional<uint32_t> window = StopWindow(request);
+  for (const std::string& name : live) {
+    supervisor_.Stop(
+        name, window,
+        [this, fleet, response, name](absl::Status status, std::vector<std::string> notices) {
+          for (const std::string& notice : notices) {
+            response->add_notices(absl::StrCat(name, ": ", notice));
+          }
+          if (!status.ok()) {
+            response->add_notices(absl::StrCat(name, ": ", status.message()));
+          }
+          fleet->acted.push_back(name);
+          if (--fleet->left > 0) {
+            return;
+          }
+          std::sort(fleet->acted.begin(), fleet->acted.end());
+          for (const std::string& acted : fleet->acted) {
+            if (absl::Status s = Reload(acted, response->add_instances()); !s.ok()) {
+              response->add_notices(absl::StrCat(acted, ": ", s.message()));
+            }
+          }
+          fleet->finish(absl::OkStatus());
+        });
+  }
 }
 
 void Engine::RestartAgent(const v1::RestartAgentRequest& request,

@@ -78,6 +78,9 @@ class Engine {
                   Finish finish);
   void StopAgent(const v1::StopAgentRequest& request, v1::StopAgentResponse* response,
                  Finish finish);
+  // The fleet stop (StopAllAgents): every running/paused instance at once.
+  void StopAllAgents(const v1::StopAllAgentsRequest& request, v1::StopAllAgentsResponse* response,
+                     Finish finish);
   void RestartAgent(const v1::RestartAgentRequest& request, v1::RestartAgentResponse* response,
                     Finish finish);
   void PauseAgent(const v1::PauseAgentRequest& request, v1::PauseAgentResponse* response,

@@ -589,4 +589,9 @@ void Supervisor::BudgetAction(const std::string& name, bool stop, const std::str
 
 void Supervisor::Forget(const std::string& name) { runtimes_.erase(name); }
 
+bool Supervisor::RestartPending(const std::string& name) const {
+  auto it = runtimes_.find(name);
+  return it != runtimes_.end() && it->second->restart_pending;
+}
+
 }  // namespace ktesio::daemon::supervisor

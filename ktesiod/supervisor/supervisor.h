@@ -93,6 +93,9 @@ class Supervisor {
   void set_default_stop_seconds(uint32_t seconds) { default_stop_seconds_ = seconds; }
   uint32_t default_stop_seconds() const { return default_stop_seconds_; }
 
+  // True when an automatic restart of `name` is scheduled (its backoff timer is running).
+  bool RestartPending(const std::string& name) const;
+
   // Forgets an instance being removed (it must be terminal).
   void Forget(const std::string& name);
 

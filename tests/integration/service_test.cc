@@ -228,6 +228,72 @@ TEST(Service, LimitsAndTheDefaultStopWindowComeFromTheConfigFileAndReloadLive) {
   EXPECT_EQ(now.exit_code, 0) << now.err;
 }
 
+// The ordered full stop as systemd runs it at shutdown: ktesio-agents.service's own ExecStop
+// line (taken from the unit file) while the daemon serves, then SIGTERM to the daemon.
+TEST(Service, FleetStopFromTheAgentsUnitThenTheDaemon) {
+  TempDir dir;
+  WriteFileOrDie(dir / "ktesiod.toml", "version = 1\nstop_timeout_secs = 1\n");
+  DaemonHarness daemon;
+  ASSERT_TRUE(daemon.Start({"--config", dir / "ktesiod.toml"})) << daemon.DaemonLog();
+  WriteFileOrDie(dir / "stubborn.toml",
+                 "contract_version = \"1.0.0\"\n[adapter]\nkind = \"stubborn\"\n"
+                 "[lifecycle.start]\nexec = \"" +
+                     ProbePath() +
+                     "\"\nargs = [\"--ignore-sigterm\", \"--heartbeat-ms\", \"1000\"]\n"
+                     "[capabilities.pause]\nlinux = \"guaranteed\"\n"
+                     "[metering]\nsource = \"self-reported\"\n");
+  ASSERT_EQ(
+      daemon.Ctl({"agent", "register", "stubborn", "--manifest", dir / "stubborn.toml"}).exit_code,
+      0);
+  for (const char* name : {"plain", "frozen", "idle"}) {
+    ASSERT_EQ(daemon.Ctl({"agent", "register", name, "--kind", "mock"}).exit_code, 0);
+  }
+  std::vector<pid_t> pids;
+  for (const char* name : {"plain", "frozen", "stubborn"}) {
+    ASSERT_EQ(daemon.Ctl({"agent", "start", name}).exit_code, 0);
+    std::optional<Json> shown = ParseJson(daemon.Ctl({"agent", "show", name, "--json"}).out);
+    ASSERT_TRUE(shown.has_value());
+    pids.push_back(static_cast<pid_t>((*shown)["instance"]["pid"].Int()));
+  }
+  ASSERT_EQ(daemon.Ctl({"agent", "pause", "frozen"}).exit_code, 0);
+
+  // The unit's ExecStop, pointed at this build and this daemon's socket.
+  std::string exec_stop;
+  std::istringstream unit(
+      ReadFileOrEmpty(std::string(KTESIO_SOURCE_DIR) + "/packaging/systemd/ktesio-agents.service"));
+  for (std::string line; std::getline(unit, line);) {
+    if (line.rfind("ExecStop=", 0) == 0) exec_stop = line.substr(9);
+  }
+  ASSERT_FALSE(exec_stop.empty());
+  std::vector<std::string> argv;
+  std::istringstream words(exec_stop);
+  for (std::string word; words >> word;) {
+    argv.push_back(word == "/usr/bin/ktctl"             ? KtctlPath()
+                   : word == "/run/ktesio/ktesiod.sock" ? daemon.socket()
+                                                        : word);
+  }
+  RunResult stop = RunProcess(argv);
+  ASSERT_EQ(stop.exit_code, 0) << stop.out << stop.err << daemon.DaemonLog();
+  EXPECT_NE(stop.out.find("frozen: stopped"), std::string::npos) << stop.out;
+  EXPECT_NE(stop.out.find("plain: stopped"), std::string::npos) << stop.out;
+  EXPECT_NE(stop.out.find("stubborn: stopped (stop-forced"), std::string::npos) << stop.out;
+  EXPECT_EQ(stop.out.find("idle"), std::string::npos) << stop.out;
+  for (pid_t pid : pids) {
+    EXPECT_TRUE(WaitFor([&] { return kill(pid, 0) != 0; })) << "agent pid " << pid << " survived";
+  }
+  RunResult idle = daemon.Ctl({"agent", "show", "idle", "--json"});
+  EXPECT_NE(idle.out.find("\"state\":\"registered\""), std::string::npos) << idle.out;
+  // Nothing left to stop: an empty, well-formed answer.
+  RunResult again = daemon.Ctl({"agent", "stop", "--all", "--json"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, "{\"schema_version\":2,\"instances\":[],\"notices\":[]}\n");
+  EXPECT_EQ(daemon.Ctl({"agent", "stop", "--all", "plain"}).exit_code, 2);
+  EXPECT_EQ(daemon.Ctl({"agent", "stop"}).exit_code, 2);
+  EXPECT_NE(daemon.DaemonLog().find("rpc=StopAllAgents instance= result=ok"), std::string::npos);
+  // Then systemd stops the daemon itself.
+  EXPECT_EQ(daemon.Stop(), 0);
+}
+
 // `ktctl` run as another user: setpriv switches uid, gid and supplementary groups (numeric ids
 // need no passwd or group entries, so the test adds no users to the machine).
 RunResult CtlAs(uid_t uid, gid_t gid, const std::string& groups, const std::string& socket,
