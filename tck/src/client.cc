@@ -43,6 +43,7 @@ SectionResult Kit::Run(const std::string& section) {
   Cleanup();
   if (!argv_file_.empty()) unlink(argv_file_.c_str());
   argv_file_.clear();
+  provider_.reset();
   deadline_ = nullptr;
   if (result.status == kPass) result.reason.clear();
   return result;
@@ -160,6 +161,56 @@ void Kit::MustRegisterProbe(const std::string& name, const std::vector<std::stri
   }
 }
 
+grpc::Status Kit::RegisterSubject(const std::string& name, v1::RegisterAgentResponse* response) {
+  v1::RegisterAgentRequest request;
+  request.set_name(name);
+  if (!options_.builtin_kind.empty()) {
+    request.set_builtin_kind(options_.builtin_kind);
+  } else {
+    request.mutable_manifest()->set_content(options_.manifest_text);
+    request.mutable_manifest()->set_path(options_.manifest_path);
+  }
+  grpc::Status status = agents_->RegisterAgent(Ctx().get(), request, response);
+  if (status.ok()) created_.push_back(name);
+  return status;
+}
+
+void Kit::MustRegisterSubject(const std::string& name) {
+  v1::RegisterAgentResponse response;
+  grpc::Status status = RegisterSubject(name, &response);
+  if (!status.ok()) throw Fail("registering the subject failed: " + Describe(status));
+  if (d_.metering == c::MeteringSource::kEngineObserved) {
+    // An engine-observed instance needs an upstream to start; the kit's provider answers any
+    // model call the subject makes with a known usage.
+    if (!provider_) provider_ = std::make_unique<LoopbackProvider>();
+    if (provider_->port() == 0) throw Fail("cannot listen on 127.0.0.1 for the kit's provider");
+    MustSetConfig(name, "metering.upstream_base_url",
+                  "http://127.0.0.1:" + std::to_string(provider_->port()) + "/v1");
+  }
+}
+
+void Kit::MustRegisterAgent(const std::string& name, const std::vector<std::string>& probe_args) {
+  if (subject_mode()) {
+    MustRegisterSubject(name);
+  } else {
+    MustRegisterProbe(name, probe_args);
+  }
+}
+
+long long Kit::OutputLines(const std::string& name, std::string* last) {
+  v1::ReadLogsRequest request;
+  request.mutable_filter()->set_name(name);
+  v1::ReadLogsResponse response;
+  if (!logs_->ReadLogs(Ctx(milliseconds(5000)).get(), request, &response).ok()) return -1;
+  long long count = 0;
+  for (const v1::LogLine& line : response.lines()) {
+    if (line.stream() == v1::LOG_STREAM_ENGINE) continue;
+    ++count;
+    if (last != nullptr) *last = line.text();
+  }
+  return count;
+}
+
 std::optional<v1::AgentInstance> Kit::Get(const std::string& name) {
   v1::GetAgentRequest request;
   request.set_name(name);
@@ -198,7 +249,7 @@ v1::AgentInstance Kit::MustStartRunning(const std::string& name) {
       },
       milliseconds(15000));
   if (!running) {
-    throw Fail("the probe did not reach running after start (state " + StateName(instance.state()) +
+    throw Fail("the agent did not reach running after start (state " + StateName(instance.state()) +
                ", cause '" + instance.cause() + "')");
   }
   return instance;

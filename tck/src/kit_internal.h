@@ -22,6 +22,7 @@
 #include "ktesio/v1/config.grpc.pb.h"
 #include "ktesio/v1/events.grpc.pb.h"
 #include "ktesio/v1/logs.grpc.pb.h"
+#include "loopback_http.h"
 
 namespace ktesio::tck::internal {
 
@@ -81,9 +82,18 @@ struct Fail : std::exception {
 
 // What a launched agent received: its environment, argv and Agent Home.
 struct Delivery {
-  std::string environ;
+  std::string agent;    // subject mode: "pid 123 (sh)", the process the engine launched
+  std::string environ;  // the agent process's, NUL-separated
   std::vector<std::string> argv;
   std::string home;
+  // Subject mode: the agent's other live processes (descendants, session members, adopted
+  // orphans). Environment is inherited, so each must carry every env-delivered value too: a
+  // process without it had it removed on the way (e.g. a wrapper running `env -u VAR agent`).
+  struct Process {
+    std::string name;  // "pid 123 (sh)"
+    std::string environ;
+  };
+  std::vector<Process> others;
 };
 
 // --- the kit (client.cc, sections/*.cc) ---------------------------------------------------------
@@ -115,6 +125,16 @@ class Kit {
   void MustRegisterProbe(
       const std::string& name, const std::vector<std::string>& args,
       std::optional<c::MeteringSource> metering = c::MeteringSource::kSelfReported);
+  // Registers the subject itself (its manifest or builtin kind) as `name`.
+  grpc::Status RegisterSubject(const std::string& name, v1::RegisterAgentResponse* response);
+  // Subject mode: registers the subject itself; when it is engine-observed, also points its
+  // metering.upstream_base_url at a kit-run loopback provider so it can start.
+  void MustRegisterSubject(const std::string& name);
+  // The subject itself in subject mode, else the probe with `probe_args`.
+  void MustRegisterAgent(const std::string& name, const std::vector<std::string>& probe_args);
+  bool subject_mode() const { return options_.subject_program; }
+  // Captured agent-out and agent-err lines of `name` (engine lines excluded); -1 on error.
+  long long OutputLines(const std::string& name, std::string* last = nullptr);
   std::optional<v1::AgentInstance> Get(const std::string& name);
   v1::AgentInstance MustGet(const std::string& name);
   grpc::Status Start(const std::string& name, v1::StartAgentResponse* response);
@@ -136,9 +156,13 @@ class Kit {
   // --- sections (sections/*.cc) ---
   Outcome CapabilityEdges();
   Outcome Lifecycle();
+  Outcome LifecycleCrashLeg();
   Outcome Pause();
+  Outcome ProbeFreeze(long long pid, const std::string& quoted);
+  Outcome SubjectFreeze(const std::string& name, long long pid, const std::string& quoted);
   Outcome ConfigMapping();
   Outcome MeteringSelfReported();
+  Outcome SubjectReportsUsage(const std::string& name);
   Outcome MeteringEngineObserved();
   Outcome Memory();
   Outcome Interaction();
@@ -153,6 +177,7 @@ class Kit {
   const Deadline* deadline_ = nullptr;
   std::vector<std::string> created_;
   std::string argv_file_;  // set while a section runs the probe behind the argv wrapper
+  std::unique_ptr<LoopbackProvider> provider_;  // subject mode, engine-observed subjects
 };
 
 }  // namespace ktesio::tck::internal

@@ -7,18 +7,9 @@ namespace ktesio::tck::internal {
 
 Kit::Outcome Kit::CapabilityEdges() {
   const std::string name = NewName("capability_edges");
-  v1::RegisterAgentRequest request;
-  request.set_name(name);
-  if (!options_.builtin_kind.empty()) {
-    request.set_builtin_kind(options_.builtin_kind);
-  } else {
-    request.mutable_manifest()->set_content(options_.manifest_text);
-    request.mutable_manifest()->set_path(options_.manifest_path);
-  }
   v1::RegisterAgentResponse registered;
-  grpc::Status status = agents_->RegisterAgent(Ctx().get(), request, &registered);
+  grpc::Status status = RegisterSubject(name, &registered);
   if (!status.ok()) return {kFail, "registering the subject failed: " + Describe(status)};
-  created_.push_back(name);
   v1::AgentInstance instance = MustGet(name);
   std::vector<std::string> problems;
   if (instance.kind() != d_.kind) {

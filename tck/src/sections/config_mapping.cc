@@ -7,8 +7,26 @@
 #include <map>
 
 #include "kit_internal.h"
+#include "process_tree.h"
 
 namespace ktesio::tck::internal {
+namespace {
+
+// True when the NUL-separated `environ` holds the entry `want` ("NAME=value").
+bool EnvHas(const std::string& environ, const std::string& want) {
+  std::string entry;
+  for (char ch : environ + '\0') {
+    if (ch == '\0') {
+      if (entry == want) return true;
+      entry.clear();
+    } else {
+      entry += ch;
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 // A value the daemon accepts for `key`, distinctive enough to find; nullopt = unknown.
 std::optional<std::string> Kit::ValueFor(const std::string& key, int n) {
@@ -63,6 +81,16 @@ Delivery Kit::ReadDelivery(const v1::AgentInstance& instance) {
     unlink(argv_file_.c_str());
   }
   out.home = instance.agent_home();
+  if (subject_mode()) {
+    for (const ProcInfo& p : AgentProcesses(instance.pid())) {
+      if (p.pid == instance.pid()) {
+        out.agent = Name(p);
+        continue;
+      }
+      std::string environ = ReadFile("/proc/" + std::to_string(p.pid) + "/environ");
+      if (!environ.empty()) out.others.push_back({Name(p), std::move(environ)});
+    }
+  }
   if (out.environ.empty() && out.argv.empty()) {
     throw Fail("cannot read " + proc +
                "/environ and cmdline (the kit must run as the daemon's "
@@ -77,16 +105,19 @@ std::string Kit::CheckDelivered(const Delivery& got, const std::string& key,
   switch (target.kind) {
     case c::ConfigTarget::Kind::kEnv: {
       const std::string want = target.env + "=" + value;
-      std::string entry;
-      for (char ch : got.environ + '\0') {
-        if (ch == '\0') {
-          if (entry == want) return "";
-          entry.clear();
-        } else {
-          entry += ch;
+      if (!EnvHas(got.environ, want)) {
+        return key + " -> env " + target.env + " not delivered" +
+               (got.agent.empty() ? "" : " to the agent process " + got.agent) + " (expected " +
+               want + ")";
+      }
+      for (const Delivery::Process& p : got.others) {
+        if (!EnvHas(p.environ, want)) {
+          return key + " -> env " + target.env + " reached the agent process but not " + p.name +
+                 ", one of its processes: the subject's program dropped it on the way (expected " +
+                 want + " in every process of the agent)";
         }
       }
-      return key + " -> env " + target.env + " not delivered (expected " + want + ")";
+      return "";
     }
     case c::ConfigTarget::Kind::kFlag:
       for (size_t i = 0; i + 1 < got.argv.size(); ++i) {
@@ -106,8 +137,8 @@ std::string Kit::CheckDelivered(const Delivery& got, const std::string& key,
 
 Kit::Outcome Kit::ConfigMapping() {
   const std::string name = NewName("config_mapping");
-  UseArgvWrapperIfFlags(name);
-  MustRegisterProbe(name, {"--heartbeat-ms", "1000"});
+  if (!subject_mode()) UseArgvWrapperIfFlags(name);
+  MustRegisterAgent(name, {"--heartbeat-ms", "1000"});
   static std::atomic<int> n{1000};
   std::map<std::string, std::string> set;
   std::vector<std::string> skipped;

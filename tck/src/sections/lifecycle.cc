@@ -1,16 +1,22 @@
-// Section lifecycle: start, stop (the process is gone), the transition events, and a crash leg.
+// Section lifecycle: start, stop (the process — in subject mode every process of the agent — is
+// gone), the transition events, and a crash leg.
 
 #include <thread>
 
 #include "kit_internal.h"
+#include "process_tree.h"
 
 namespace ktesio::tck::internal {
 
 Kit::Outcome Kit::Lifecycle() {
   const std::string name = NewName("lifecycle");
-  MustRegisterProbe(name, {"--heartbeat-ms", "1000"});
+  MustRegisterAgent(name, {"--heartbeat-ms", "1000"});
   v1::AgentInstance running = MustStartRunning(name);
   const long long pid = running.pid();
+  // Subject mode: every process the subject's own program runs must be gone after the stop
+  // (no descendant of the agent may survive it), not only the one the engine launched.
+  std::vector<ProcInfo> processes;
+  if (subject_mode()) processes = AgentProcesses(pid);
   v1::StopAgentRequest stop;
   stop.set_name(name);
   stop.set_timeout_seconds(5);
@@ -30,6 +36,12 @@ Kit::Outcome Kit::Lifecycle() {
   if (!deadline_->WaitFor([&] { return ProcessGone(pid); }, milliseconds(5000))) {
     return {kFail, "the agent pid " + std::to_string(pid) + " is still alive after stop"};
   }
+  for (const ProcInfo& p : processes) {
+    if (!deadline_->WaitFor([&] { return ProcessGone(p.pid); }, milliseconds(5000))) {
+      return {kFail, Name(p) + ", a process of the agent (pid " + std::to_string(pid) +
+                         "), is still alive 5 s after the stop"};
+    }
+  }
   auto transitions = Transitions(name, "stopped");
   const std::vector<std::string> want = {"starting", "running", "stopping", "stopped"};
   std::string seen;
@@ -44,12 +56,18 @@ Kit::Outcome Kit::Lifecycle() {
             "stopped (seen: " +
                 (seen.empty() ? std::string("none") : seen) + ")"};
   }
-  // Crash leg: an unrequested exit with restart.policy=never ends in failed, no restart.
+  return LifecycleCrashLeg();
+}
+
+// An unrequested exit with restart.policy=never ends in failed, no restart. The probe crashes
+// on request in both modes: an arbitrary program cannot be made to crash, and this leg tests the
+// engine's crash handling under the subject's declaration.
+Kit::Outcome Kit::LifecycleCrashLeg() {
   const std::string crash = NewName("lifecycle");
   MustRegisterProbe(crash, {"--crash-after-ms", "500", "--exit-code", "3"});
   MustSetConfig(crash, "restart.policy", "never");
   v1::StartAgentResponse started;
-  status = Start(crash, &started);
+  grpc::Status status = Start(crash, &started);
   if (!status.ok()) return {kFail, "StartAgent (crash leg) failed: " + Describe(status)};
   v1::AgentInstance failed;
   if (!deadline_->WaitFor(

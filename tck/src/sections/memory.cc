@@ -6,8 +6,8 @@ namespace ktesio::tck::internal {
 
 Kit::Outcome Kit::Memory() {
   const std::string name = NewName("memory");
-  UseArgvWrapperIfFlags(name);
-  MustRegisterProbe(name, {"--heartbeat-ms", "1000"});
+  if (!subject_mode()) UseArgvWrapperIfFlags(name);
+  MustRegisterAgent(name, {"--heartbeat-ms", "1000"});
   v1::AttachMemoryRequest attach;
   attach.set_name(name);
   attach.set_kind(v1::MEMORY_KIND_FILESYSTEM);

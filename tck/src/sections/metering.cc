@@ -13,6 +13,7 @@ Kit::Outcome Kit::MeteringSelfReported() {
             "source = \"" + Str(c::MeteringSourceName(d_.metering)) + "\" (declared)"};
   }
   const std::string name = NewName("metering_self_reported");
+  if (subject_mode()) return SubjectReportsUsage(name);
   MustRegisterProbe(name, {"--usage-lines", "20", "--usage-input", "7", "--usage-output", "11",
                            "--usage-replay", "--heartbeat-ms", "1000"});
   MustStartRunning(name);
@@ -47,6 +48,61 @@ Kit::Outcome Kit::MeteringSelfReported() {
                        ", expected exactly 140/220 (the replayed line must not count)"};
   }
   return {kPass, ""};
+}
+
+// Subject mode: the subject's own program must report usage unprompted — at least one
+// usage_update event (a KTESIO_USAGE line the engine accepted) within 10 s of running. Its
+// numbers and the replay dedup cannot be checked against a program the kit does not drive.
+Kit::Outcome Kit::SubjectReportsUsage(const std::string& name) {
+  MustRegisterSubject(name);
+  MustStartRunning(name);
+  bool reported = false;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_->Rpc(milliseconds(10000)));
+    v1::SubscribeEventsRequest request;
+    request.set_since_cursor(0);
+    request.set_instance(name);
+    auto reader = events_->SubscribeEvents(&ctx, request);
+    v1::SubscribeEventsResponse response;
+    while (!reported && reader->Read(&response)) {
+      for (const v1::Event& event : response.events()) {
+        if (event.type() == "usage_update" && event.instance() == name) reported = true;
+      }
+    }
+    ctx.TryCancel();
+    reader->Finish();  // a cancelled or expired stream is expected here
+  }
+  if (reported) return {kPass, ""};
+  // Why not: no sentinel line at all, or lines the engine refused (malformed).
+  v1::ReadLogsRequest request;
+  request.mutable_filter()->set_name(name);
+  v1::ReadLogsResponse response;
+  long long out_lines = 0, err_lines = 0;
+  std::string first;
+  if (logs_->ReadLogs(Ctx(milliseconds(5000)).get(), request, &response).ok()) {
+    for (const v1::LogLine& line : response.lines()) {
+      const size_t at = line.text().find_first_not_of(" \t");
+      if (at == std::string::npos || line.text().compare(at, 12, "KTESIO_USAGE") != 0) continue;
+      if (line.stream() == v1::LOG_STREAM_AGENT_OUT) {
+        if (out_lines++ == 0) first = line.text();
+      } else if (line.stream() == v1::LOG_STREAM_AGENT_ERR) {
+        ++err_lines;
+      }
+    }
+  }
+  std::string why;
+  if (out_lines > 0) {
+    why = "its stdout carried " + std::to_string(out_lines) +
+          " KTESIO_USAGE lines but the engine accepted none (first: '" + first + "')";
+  } else {
+    why = "its captured stdout carries no KTESIO_USAGE line" +
+          (err_lines > 0 ? " (" + std::to_string(err_lines) + " on stderr, which is not metered)"
+                         : std::string()) +
+          "; source = \"self-reported\" (declared) needs KTESIO_USAGE "
+          "{\"sequence\":N,\"input_tokens\":N,\"output_tokens\":N} lines on stdout";
+  }
+  return {kFail, "no usage reported by the subject within 10 s of running: " + why};
 }
 
 Kit::Outcome Kit::MeteringEngineObserved() {
