@@ -163,6 +163,7 @@ class Kit {
   Outcome ConfigMapping();
   Outcome MeteringSelfReported();
   Outcome SubjectReportsUsage(const std::string& name);
+  std::string WhyNoUsage(const std::string& name);
   Outcome MeteringEngineObserved();
   Outcome Memory();
   Outcome Interaction();

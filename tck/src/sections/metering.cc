@@ -74,7 +74,12 @@ Kit::Outcome Kit::SubjectReportsUsage(const std::string& name) {
     reader->Finish();  // a cancelled or expired stream is expected here
   }
   if (reported) return {kPass, ""};
-  // Why not: no sentinel line at all, or lines the engine refused (malformed).
+  return {kFail, "no usage reported by the subject within 10 s of running: " + WhyNoUsage(name)};
+}
+
+// Why a subject reported no usage: no sentinel line at all, only on stderr, or lines the engine
+// refused (malformed).
+std::string Kit::WhyNoUsage(const std::string& name) {
   v1::ReadLogsRequest request;
   request.mutable_filter()->set_name(name);
   v1::ReadLogsResponse response;
@@ -91,18 +96,15 @@ Kit::Outcome Kit::SubjectReportsUsage(const std::string& name) {
       }
     }
   }
-  std::string why;
   if (out_lines > 0) {
-    why = "its stdout carried " + std::to_string(out_lines) +
-          " KTESIO_USAGE lines but the engine accepted none (first: '" + first + "')";
-  } else {
-    why = "its captured stdout carries no KTESIO_USAGE line" +
-          (err_lines > 0 ? " (" + std::to_string(err_lines) + " on stderr, which is not metered)"
-                         : std::string()) +
-          "; source = \"self-reported\" (declared) needs KTESIO_USAGE "
-          "{\"sequence\":N,\"input_tokens\":N,\"output_tokens\":N} lines on stdout";
+    return "its stdout carried " + std::to_string(out_lines) +
+           " KTESIO_USAGE lines but the engine accepted none (first: '" + first + "')";
   }
-  return {kFail, "no usage reported by the subject within 10 s of running: " + why};
+  return "its captured stdout carries no KTESIO_USAGE line" +
+         (err_lines > 0 ? " (" + std::to_string(err_lines) + " on stderr, which is not metered)"
+                        : std::string()) +
+         "; source = \"self-reported\" (declared) needs KTESIO_USAGE "
+         "{\"sequence\":N,\"input_tokens\":N,\"output_tokens\":N} lines on stdout";
 }
 
 Kit::Outcome Kit::MeteringEngineObserved() {
