@@ -1,6 +1,7 @@
 // ktesio-tck: certify an adapter declaration against a ktesio.v1 daemon (a private one by
-// default, or a running one with --socket). Exit 0 iff no section failed; 2 usage; 1 when the
-// daemon cannot be reached or started.
+// default, or a running one with --socket); with --subject-program, against the subject's own
+// program where a section allows it. Exit 0 iff no section failed; 2 usage; 1 when the daemon
+// cannot be reached or started.
 
 #include <fcntl.h>
 #include <limits.h>
@@ -33,7 +34,7 @@ using ktesio::tck::Report;
 
 constexpr char kUsage[] =
     "usage: ktesio-tck (--manifest DIR_OR_FILE | --kind BUILTIN) [--json] [--socket PATH]\n"
-    "                  [--section ID ...] [--probe PATH]\n";
+    "                  [--section ID ...] [--probe PATH] [--subject-program]\n";
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -205,6 +206,8 @@ int main(int argc, char** argv) {
       options.sections.push_back(section);
     } else if (arg == "--json") {
       json = true;
+    } else if (arg == "--subject-program") {
+      options.subject_program = true;
     } else if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
       return 0;
@@ -263,7 +266,8 @@ int main(int argc, char** argv) {
   if (json) {
     std::cout << ktesio::tck::ReportJson(report) << "\n";
   } else {
-    std::cout << "adapter " << report.adapter_kind << " (contract 1.0.0)\n";
+    std::cout << "adapter " << report.adapter_kind << " (contract 1.0.0)"
+              << (options.subject_program ? ", subject's own program" : "") << "\n";
     for (const auto& s : report.sections) {
       std::cout << s.section << "  " << s.status;
       if (!s.reason.empty()) std::cout << "  " << s.reason;

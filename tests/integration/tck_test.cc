@@ -1,6 +1,7 @@
 // The Conformance Test Kit end to end: ktesio-tck against a private daemon (hermetic), against a
-// running daemon (--socket), on example adapters and on the deliberately broken subjects in
-// tests/fixtures/tck.
+// running daemon (--socket), on example adapters and on the subjects in tests/fixtures/tck —
+// including, in subject mode (--subject-program), a well-behaved shell-script subject and three
+// deliberately broken ones, each of which must fail exactly its own section.
 
 #include <string>
 #include <vector>
@@ -107,6 +108,77 @@ TEST(TckTest, PauseUnsupportedIsNotApplicableNotFail) {
                 std::string::npos);
     }
   }
+}
+
+// The reason of `section` in the report.
+std::string Reason(const Json& doc, const std::string& section) {
+  for (const Json& s : doc["sections"].array) {
+    if (s["section"].string == section) return s["result"]["reason"].string;
+  }
+  return "";
+}
+
+std::string Fixture(const std::string& name) { return Root() + "/tests/fixtures/tck/" + name; }
+
+TEST(TckTest, SubjectModePassesAWellBehavedSubject) {
+  RunResult r = Tck({"--manifest", Fixture("subject-well-behaved"), "--subject-program", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  Json doc;
+  EXPECT_EQ(Statuses(r, &doc), Expect({{"metering_engine_observed", "not_applicable"}}));
+  EXPECT_EQ(doc["adapter_kind"].string, "tck-subject-well-behaved");
+}
+
+TEST(TckTest, SubjectModeFailsOnlyPauseWhenAWorkerEscapesTheFreeze) {
+  RunResult r =
+      Tck({"--manifest", Fixture("subject-pause-escapes"), "--subject-program", "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  Json doc;
+  EXPECT_EQ(Statuses(r, &doc),
+            Expect({{"pause", "fail"}, {"metering_engine_observed", "not_applicable"}}));
+  const std::string reason = Reason(doc, "pause");
+  for (const char* part :
+       {"paused with pause.linux = \"guaranteed\" (declared)", "processes of the agent",
+        "are not stopped", "(sh) in state '", "it escaped the group's SIGSTOP"}) {
+    EXPECT_NE(reason.find(part), std::string::npos) << part << "\n" << reason;
+  }
+  // The default mode runs the probe, not this program: it cannot see the defect.
+  RunResult probe =
+      Tck({"--manifest", Fixture("subject-pause-escapes"), "--section", "pause", "--json"});
+  EXPECT_EQ(probe.exit_code, 0) << probe.out << probe.err;
+  EXPECT_EQ(Statuses(probe, nullptr),
+            (std::vector<std::pair<std::string, std::string>>{{"pause", "pass"}}));
+}
+
+TEST(TckTest, SubjectModeFailsOnlyConfigMappingWhenAWrapperDropsTheValue) {
+  RunResult r = Tck({"--manifest", Fixture("subject-env-dropped"), "--subject-program", "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  Json doc;
+  EXPECT_EQ(Statuses(r, &doc),
+            Expect({{"config_mapping", "fail"}, {"metering_engine_observed", "not_applicable"}}));
+  const std::string reason = Reason(doc, "config_mapping");
+  for (const char* part : {"model -> env TCK_MODEL", "reached the agent process but not pid",
+                           "(sh), one of its processes", "expected TCK_MODEL=tck-"}) {
+    EXPECT_NE(reason.find(part), std::string::npos) << part << "\n" << reason;
+  }
+  RunResult probe =
+      Tck({"--manifest", Fixture("subject-env-dropped"), "--section", "config_mapping", "--json"});
+  EXPECT_EQ(probe.exit_code, 0) << probe.out << probe.err;
+}
+
+TEST(TckTest, SubjectModeFailsOnlyMeteringWhenTheSubjectNeverReports) {
+  RunResult r = Tck({"--manifest", Fixture("subject-usage-silent"), "--subject-program", "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  Json doc;
+  EXPECT_EQ(Statuses(r, &doc), Expect({{"metering_self_reported", "fail"},
+                                       {"metering_engine_observed", "not_applicable"}}));
+  const std::string reason = Reason(doc, "metering_self_reported");
+  for (const char* part : {"no usage reported by the subject within 10 s",
+                           "its captured stdout carries no KTESIO_USAGE line"}) {
+    EXPECT_NE(reason.find(part), std::string::npos) << part << "\n" << reason;
+  }
+  RunResult probe = Tck({"--manifest", Fixture("subject-usage-silent"), "--section",
+                         "metering_self_reported", "--json"});
+  EXPECT_EQ(probe.exit_code, 0) << probe.out << probe.err;
 }
 
 TEST(TckTest, AgainstARunningDaemonAndOneSection) {

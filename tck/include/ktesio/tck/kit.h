@@ -3,10 +3,12 @@
 // The Conformance Test Kit as a library: certifies an adapter declaration against a running
 // ktesio.v1 daemon, through the public gRPC API only (never by linking the daemon).
 //
-// Sections that need agent behaviour run the fixture agent ktesio-probe under the subject's
-// declaration (capabilities, metering source, interaction channel, config mapping), so a pass
-// is evidence about the engine honoring the declaration, never about the real agent's
-// behaviour. See tck/README.md for what each section proves and cannot prove.
+// By default, sections that need agent behaviour run the fixture agent ktesio-probe under the
+// subject's declaration (capabilities, metering source, interaction channel, config mapping),
+// so a pass is evidence about the engine honoring the declaration, never about the real
+// agent's behaviour. Subject mode (Options::subject_program) launches the subject's own program
+// where a section can be proven against an arbitrary program, and observes its real processes.
+// See tck/README.md for what each section proves and cannot prove in each mode.
 
 #include <chrono>
 #include <string>
@@ -36,6 +38,12 @@ struct Options {
   std::string probe_path;
   // Section ids to run, in any order; empty = all. Unknown ids are reported as fail.
   std::vector<std::string> sections;
+  // Subject mode: lifecycle, pause, config_mapping, metering_self_reported and memory register
+  // the subject itself (its own start exec/args/env and its own stop/pause/resume templates)
+  // and check its real process tree; the crash leg of lifecycle, metering_engine_observed and
+  // interaction still run the probe (they need its cooperation). Off: every section but
+  // capability_edges runs the probe.
+  bool subject_program = false;
   // Upper bound of every wait inside one section.
   std::chrono::seconds section_timeout{30};
 };

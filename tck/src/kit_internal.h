@@ -1,0 +1,184 @@
+#pragma once
+
+// Internals of the Conformance Test Kit shared by the section files: the API client (`Kit`),
+// the bounded section clock, and small status/text/proc helpers. Not installed; the public
+// surface is ktesio/tck/kit.h.
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "ktesio/contract/declaration.h"
+#include "ktesio/tck/kit.h"
+#include "ktesio/v1/agent.grpc.pb.h"
+#include "ktesio/v1/config.grpc.pb.h"
+#include "ktesio/v1/events.grpc.pb.h"
+#include "ktesio/v1/logs.grpc.pb.h"
+#include "loopback_http.h"
+
+namespace ktesio::tck::internal {
+
+namespace c = ::ktesio::contract;
+namespace v1 = ::ktesio::v1;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+inline constexpr char kPass[] = "pass";
+inline constexpr char kFail[] = "fail";
+inline constexpr char kNotApplicable[] = "not_applicable";
+
+// --- helpers (helpers.cc) ----------------------------------------------------------------------
+
+std::string Str(std::string_view s);
+// The whole file, or "" when it cannot be read.
+std::string ReadFile(const std::string& path);
+// The ktesio.v1 ErrorDetail reason carried by `status`, or "".
+std::string ErrorReason(const grpc::Status& status);
+// "FAILED_PRECONDITION/CAPABILITY_UNSUPPORTED: message".
+std::string Describe(const grpc::Status& status);
+// "running" for AGENT_STATE_RUNNING.
+std::string StateName(v1::AgentState state);
+std::string LevelName(v1::SupportLevel level);
+v1::SupportLevel ToProto(c::SupportLevel level);
+// "pause.linux = \"unsupported\" (declared)" or "pause.linux: no entry (projects to unsupported)".
+std::string QuoteDeclared(const c::AdapterDeclaration& d, c::Capability capability, c::Os os);
+// /proc/<pid>/stat state letter, or 0 when the process is gone.
+char ProcState(long long pid);
+// True when `pid` no longer exists or is a zombie.
+bool ProcessGone(long long pid);
+// A TOML basic string literal for `s`, quotes included.
+std::string TomlString(const std::string& s);
+// The parts joined with "; ".
+std::string Join(const std::vector<std::string>& parts);
+
+// A bounded section: every wait stops at the section deadline.
+class Deadline {
+ public:
+  explicit Deadline(std::chrono::seconds budget) : end_(Clock::now() + budget) {}
+  bool Expired() const { return Clock::now() >= end_; }
+  // A gRPC deadline: at most `cap`, never past the section deadline.
+  std::chrono::system_clock::time_point Rpc(milliseconds cap = milliseconds(10000)) const;
+  // Polls `condition` every 50 ms for at most `cap` (and never past the section deadline).
+  bool WaitFor(const std::function<bool()>& condition, milliseconds cap) const;
+
+ private:
+  Clock::time_point end_;
+};
+
+// Thrown inside a section to end it as `fail` with `reason`.
+struct Fail : std::exception {
+  explicit Fail(std::string r) : reason(std::move(r)) {}
+  const char* what() const noexcept override { return reason.c_str(); }
+  std::string reason;
+};
+
+// What a launched agent received: its environment, argv and Agent Home.
+struct Delivery {
+  std::string agent;    // subject mode: "pid 123 (sh)", the process the engine launched
+  std::string environ;  // the agent process's, NUL-separated
+  std::vector<std::string> argv;
+  std::string home;
+  // Subject mode: the agent's other live processes (descendants, session members, adopted
+  // orphans). Environment is inherited, so each must carry every env-delivered value too: a
+  // process without it had it removed on the way (e.g. a wrapper running `env -u VAR agent`).
+  struct Process {
+    std::string name;  // "pid 123 (sh)"
+    std::string environ;
+  };
+  std::vector<Process> others;
+};
+
+// --- the kit (client.cc, sections/*.cc) ---------------------------------------------------------
+
+// Runs sections against one daemon for one subject declaration. Not thread-safe; one section
+// at a time.
+class Kit {
+ public:
+  Kit(const Options& options, c::AdapterDeclaration declaration);
+
+  // Runs one section within the section budget; never throws. Instances the section
+  // registered are removed (force, home deleted) before it returns.
+  SectionResult Run(const std::string& section);
+
+ private:
+  using Outcome = std::pair<std::string, std::string>;
+
+  Outcome Dispatch(const std::string& section);
+
+  // --- API wrappers (client.cc) ---
+  std::string NewName(const std::string& section);
+  std::unique_ptr<grpc::ClientContext> Ctx(milliseconds cap = milliseconds(10000));
+  // The synthesized manifest: the subject's declaration with the probe as the program.
+  std::string ProbeManifest(const std::vector<std::string>& args, bool keep_config = true,
+                            std::optional<c::MeteringSource> metering = std::nullopt);
+  void UseArgvWrapperIfFlags(const std::string& name);
+  grpc::Status RegisterManifest(const std::string& name, const std::string& manifest,
+                                v1::AgentInstance* out = nullptr);
+  void MustRegisterProbe(
+      const std::string& name, const std::vector<std::string>& args,
+      std::optional<c::MeteringSource> metering = c::MeteringSource::kSelfReported);
+  // Registers the subject itself (its manifest or builtin kind) as `name`.
+  grpc::Status RegisterSubject(const std::string& name, v1::RegisterAgentResponse* response);
+  // Subject mode: registers the subject itself; when it is engine-observed, also points its
+  // metering.upstream_base_url at a kit-run loopback provider so it can start.
+  void MustRegisterSubject(const std::string& name);
+  // The subject itself in subject mode, else the probe with `probe_args`.
+  void MustRegisterAgent(const std::string& name, const std::vector<std::string>& probe_args);
+  bool subject_mode() const { return options_.subject_program; }
+  // Captured agent-out and agent-err lines of `name` (engine lines excluded); -1 on error.
+  long long OutputLines(const std::string& name, std::string* last = nullptr);
+  std::optional<v1::AgentInstance> Get(const std::string& name);
+  v1::AgentInstance MustGet(const std::string& name);
+  grpc::Status Start(const std::string& name, v1::StartAgentResponse* response);
+  v1::AgentInstance MustStartRunning(const std::string& name);
+  void MustSetConfig(const std::string& name, const std::string& key, const std::string& value);
+  grpc::Status SetConfig(const std::string& name, const std::string& key, const std::string& value);
+  void Cleanup();
+  // Transition events of `name` (prior_state, new_state), replayed from cursor 0 until `until`.
+  std::vector<std::pair<std::string, std::string>> Transitions(const std::string& name,
+                                                               const std::string& until);
+  static std::string JsonField(const std::string& json, const std::string& key);
+
+  // --- delivery observation (sections/config_mapping.cc) ---
+  static std::optional<std::string> ValueFor(const std::string& key, int n);
+  Delivery ReadDelivery(const v1::AgentInstance& instance);
+  static std::string CheckDelivered(const Delivery& got, const std::string& key,
+                                    const c::ConfigTarget& target, const std::string& value);
+
+  // --- sections (sections/*.cc) ---
+  Outcome CapabilityEdges();
+  Outcome Lifecycle();
+  Outcome LifecycleCrashLeg();
+  Outcome Pause();
+  Outcome ProbeFreeze(long long pid, const std::string& quoted);
+  Outcome SubjectFreeze(const std::string& name, long long pid, const std::string& quoted);
+  Outcome ConfigMapping();
+  Outcome MeteringSelfReported();
+  Outcome SubjectReportsUsage(const std::string& name);
+  std::string WhyNoUsage(const std::string& name);
+  Outcome MeteringEngineObserved();
+  Outcome Memory();
+  Outcome Interaction();
+
+  const Options& options_;
+  c::AdapterDeclaration d_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::AgentService::Stub> agents_;
+  std::unique_ptr<v1::ConfigService::Stub> config_;
+  std::unique_ptr<v1::LogService::Stub> logs_;
+  std::unique_ptr<v1::EventService::Stub> events_;
+  const Deadline* deadline_ = nullptr;
+  std::vector<std::string> created_;
+  std::string argv_file_;  // set while a section runs the probe behind the argv wrapper
+  std::unique_ptr<LoopbackProvider> provider_;  // subject mode, engine-observed subjects
+};
+
+}  // namespace ktesio::tck::internal
