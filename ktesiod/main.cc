@@ -1,6 +1,7 @@
 // ktesiod: the Ktesio daemon. A library plus this main().
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "daemon/options.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/v1/version.h"
+#include "platform/service_host_posix.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -27,5 +29,8 @@ int main(int argc, char** argv) {
                 std::string(ktesio::contract::kContractVersion).c_str());
     return 0;
   }
-  return ktesio::daemon::RunDaemon(*options);
+  // Before any thread exists: the host blocks the control signals every thread inherits.
+  std::unique_ptr<ktesio::daemon::platform::ServiceHost> host =
+      ktesio::daemon::platform::MakePosixServiceHost();
+  return ktesio::daemon::RunDaemon(*options, *host);
 }

@@ -10,7 +10,7 @@ packages=(
   libboost-dev libboost-filesystem-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libssl-dev
   clang-format python3 python3-grpcio python3-protobuf socat procps
-  systemd libxml2-utils bc
+  systemd libxml2-utils bc file g++-mingw-w64-x86-64-posix
 )
 # npm installs the real agents of the e2e tests; a Node.js from elsewhere (e.g. NodeSource) is
 # used as is, Debian's is installed only when there is none.

@@ -1,7 +1,6 @@
 #include "daemon/daemon.h"
 
 #include <grp.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,7 +21,6 @@
 #include "ktesio/v1/version.h"
 #include "server/instance_lock.h"
 #include "server/listener.h"
-#include "server/notify.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -117,7 +115,7 @@ void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions&
 
 }  // namespace
 
-int RunDaemon(const DaemonOptions& flags) {
+int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   DaemonOptions options = flags;
   // Everything the daemon creates (state.db, logs, rendered files) is owner-only by default.
   umask(0077);
@@ -177,16 +175,6 @@ int RunDaemon(const DaemonOptions& flags) {
     return 1;
   }
 
-  // Handle termination signals synchronously on this thread; every other thread inherits the
-  // blocked mask, so delivery is deterministic.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
   server::PeerTable peers;
   api::ApiContext api;
   api.engine = engine->get();
@@ -220,21 +208,13 @@ int RunDaemon(const DaemonOptions& flags) {
             std::string(v1::kKtesioVersion), std::string(v1::kApiVersion),
             std::string(contract::kContractVersion), getpid(), paths->state_dir, paths->socket_path,
             paths->system_mode ? "system" : "user");
-  server::NotifyServiceManager("READY=1");
+  host.ReportReady();
 
-  while (true) {
-    int received = 0;
-    if (sigwait(&signals, &received) != 0) {
-      continue;
-    }
-    if (received == SIGHUP) {
-      Reload(flags, *paths, options, {log, engine_log, api.logger}, **engine);
-      continue;
-    }
-    log->info("shutdown signal={}", received == SIGTERM ? "SIGTERM" : "SIGINT");
-    break;
+  while (host.WaitForControl() == platform::Control::kReload) {
+    Reload(flags, *paths, options, {log, engine_log, api.logger}, **engine);
   }
-  server::NotifyServiceManager("STOPPING=1");
+  log->info("shutdown signal={}", std::string(host.LastControlSource()));
+  host.ReportStopping();
   (*listener)->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   (*engine)->Stop();
