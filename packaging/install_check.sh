@@ -20,6 +20,7 @@ cmake --install "$build" --prefix "$work/usr" >"$work/install.log" 2>&1 ||
   { cat "$work/install.log" >&2; fail "cmake --install failed"; }
 for f in bin/ktesiod bin/ktctl bin/ktesio-shim bin/ktesio-tck bin/ktesio-probe \
          lib/systemd/system/ktesiod.service lib/systemd/system/ktesiod.socket \
+         lib/systemd/system/ktesio-agents.service \
          lib/sysusers.d/ktesio.conf lib/tmpfiles.d/ktesio.conf \
          share/doc/ktesio/operations.md share/doc/ktesio/metering.md \
          share/ktesio/proto/ktesio/v1/agent.proto share/ktesio/examples/adapters/echo/adapter.toml \
