@@ -106,6 +106,7 @@ void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions&
                 std::string(key), paths.config_path);
     }
   };
+  restart_only("socket", fresh.config_socket != running.config_socket);
   restart_only("socket_group", fresh.socket_group != running.socket_group);
   restart_only("metering_ca_file", fresh.metering_ca_file != running.metering_ca_file);
   restart_only("metering_max_request_bytes",
@@ -132,6 +133,11 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
       !status.ok()) {
     log->error("config refused: {}", std::string(status.message()));
     return 2;
+  }
+  // `socket` in the file counts only when neither --socket nor KTESIO_SOCKET chose one.
+  if (!options.config_socket.empty() && flags.paths.socket_path.empty() &&
+      ProcessEnvironment().Get("KTESIO_SOCKET").empty()) {
+    paths->socket_path = options.config_socket;
   }
   log->set_level(spdlog::level::from_str(options.log_level));
   absl::StatusOr<std::optional<gid_t>> group = ResolveGroup(options);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "fs/fs.h"
 #include "ktesio/contract/error.h"
+#include "paths/paths.h"
 
 namespace ktesio::daemon {
 namespace {
@@ -141,6 +142,15 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
       } else if (!options.socket_group_from_flag) {
         options.socket_group = *value;
       }
+    } else if (name == "socket") {
+      std::optional<std::string> value = node.value<std::string>();
+      if (!value || value->empty() || value->front() != '/') {
+        return Bad(absl::StrCat(where(), ": 'socket' must be an absolute path"));
+      }
+      if (absl::Status status = ValidateSocketPath(*value); !status.ok()) {
+        return Bad(absl::StrCat(where(), ": ", std::string(status.message())));
+      }
+      options.config_socket = *value;
     } else if (name == "metering_ca_file") {
       std::optional<std::string> value = node.value<std::string>();
       if (!value || value->empty() || value->front() != '/') {
@@ -176,10 +186,11 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
         options.max_streams = static_cast<uint32_t>(*value);
       }
     } else {
-      return Bad(absl::StrCat(where(), ": unknown key '", std::string(name),
-                              "' (known: version, log_level, socket_group, metering_ca_file, "
-                              "metering_max_request_bytes, stop_timeout_secs, max_instances, "
-                              "max_streams)"));
+      return Bad(
+          absl::StrCat(where(), ": unknown key '", std::string(name),
+                       "' (known: version, log_level, socket, socket_group, metering_ca_file, "
+                       "metering_max_request_bytes, stop_timeout_secs, max_instances, "
+                       "max_streams)"));
     }
   }
   return absl::OkStatus();

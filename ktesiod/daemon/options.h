@@ -16,6 +16,7 @@ struct DaemonOptions {
   PathOverrides paths;
   std::string log_level = "info";  // trace|debug|info|warn|error|off
   std::string socket_group;        // system mode: group allowed on the socket ("ktesio")
+  std::string config_socket;       // `socket` from ktesiod.toml (below --socket and KTESIO_SOCKET)
   std::string metering_ca_file;    // extra trust anchors for https upstreams
   uint64_t metering_max_request_bytes = 32u << 20;  // request bodies above this get 413
   uint32_t stop_timeout_secs = 30;  // graceful stop window when a command names none

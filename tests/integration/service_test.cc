@@ -228,6 +228,23 @@ TEST(Service, LimitsAndTheDefaultStopWindowComeFromTheConfigFileAndReloadLive) {
   EXPECT_EQ(now.exit_code, 0) << now.err;
 }
 
+TEST(Service, TheSocketPathFromTheConfigFileUnlessAFlagChoosesOne) {
+  TempDir dir;
+  const std::string config = dir / "ktesiod.toml";
+  const std::string socket = dir / "from-config.sock";
+  WriteFileOrDie(config, "version = 1\nsocket = \"" + socket + "\"\n");
+  Child daemon({"/usr/bin/env", "-u", "KTESIO_SOCKET", KtesiodPath(), "--state-dir", dir / "state",
+                "--config", config},
+               dir / "daemon.log");
+  ASSERT_TRUE(WaitFor([&] { return SocketAnswers(socket); }))
+      << ReadFileOrEmpty(dir / "daemon.log");
+  RunResult status = RunProcess({KtctlPath(), "--socket", socket, "daemon", "status", "--json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  std::optional<Json> doc = ParseJson(status.out);
+  ASSERT_TRUE(doc.has_value()) << status.out;
+  EXPECT_EQ((*doc)["socket"].string, socket);
+}
+
 // The ordered full stop as systemd runs it at shutdown: ktesio-agents.service's own ExecStop
 // line (taken from the unit file) while the daemon serves, then SIGTERM to the daemon.
 TEST(Service, FleetStopFromTheAgentsUnitThenTheDaemon) {

@@ -68,6 +68,8 @@ TEST_F(ConfigFileTest, AppliesValuesUnderFlags) {
   EXPECT_EQ(options.stop_timeout_secs, 0u);
   EXPECT_EQ(options.max_instances, 2u);
   EXPECT_EQ(options.max_streams, 100000u);
+  KT_ASSERT_OK(ApplyConfigFile(Write("socket = \"/run/kt/alt.sock\"\n"), true, options));
+  EXPECT_EQ(options.config_socket, "/run/kt/alt.sock");
   DaemonOptions flagged = *ParseDaemonFlags({"--log-level", "error"});
   KT_ASSERT_OK(ApplyConfigFile(Write("log_level = \"warn\"\n"), true, flagged));
   EXPECT_EQ(flagged.log_level, "error");
@@ -92,6 +94,8 @@ TEST_F(ConfigFileTest, ErrorsCarryFileLineColumn) {
       {"stop_timeout_secs = 1.5\n", "from 0 to 86400"},
       {"\n\nmax_instances = 0\n", ":3:"},
       {"max_streams = 100001\n", "'max_streams' must be an integer from 1 to 100000"},
+      {"socket = \"relative.sock\"\n", "'socket' must be an absolute path"},
+      {"socket = \"/" + std::string(200, 'x') + "\"\n", ":1:"},
   };
   for (const Case& c : cases) {
     absl::Status status = ApplyConfigFile(Write(c.text), true, options);
