@@ -6,7 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <vector>
 
 namespace ktesio::daemon::shim {
 namespace {
@@ -23,6 +29,52 @@ constexpr int kIdleReleaseMs = 1000;
 // After the agent exited, a disk that stays full must not keep the exit record from being written
 // for long: the daemon is waiting for it.
 constexpr std::chrono::seconds kExitWriteBudget{5};
+
+// Every live (non-zombie) descendant of `root`, found by walking /proc by parent pid.
+std::vector<pid_t> LiveDescendants(pid_t root) {
+  std::multimap<pid_t, pid_t> children;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) {
+    return {};
+  }
+  while (dirent* entry = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') {
+      continue;
+    }
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE* file = std::fopen(path, "r");
+    if (file == nullptr) {
+      continue;  // it exited meanwhile
+    }
+    char line[1024];
+    const bool read = std::fgets(line, sizeof(line), file) != nullptr;
+    std::fclose(file);
+    // "pid (comm) state ppid ...": comm may hold anything, so parse after the last ')'.
+    const char* close = read ? std::strrchr(line, ')') : nullptr;
+    char state = 0;
+    long ppid = 0;
+    if (close != nullptr && std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2 && state != 'Z' &&
+        state != 'X') {
+      children.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(pid));
+    }
+  }
+  closedir(proc);
+  std::vector<pid_t> found;
+  std::vector<pid_t> frontier = {root};
+  while (!frontier.empty()) {
+    const pid_t parent = frontier.back();
+    frontier.pop_back();
+    auto [first, last] = children.equal_range(parent);
+    for (auto it = first; it != last; ++it) {
+      found.push_back(it->second);
+      frontier.push_back(it->second);
+    }
+  }
+  return found;
+}
 
 int RemainingMs(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -62,6 +114,7 @@ int Capture::Run() {
   int status = 0;
   while (waitpid(config_.agent, &status, 0) < 0 && errno == EINTR) {
   }
+  KillStragglers();
   Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(kDrainMs);
   GiveUpAtNow();
   while ((out_.fd >= 0 || err_.fd >= 0) && Clock::now() < deadline) {
@@ -204,6 +257,25 @@ Clock::time_point Capture::GiveUpAtNow() {
     }
   }
   return give_up_at_;
+}
+
+void Capture::KillStragglers() {
+  // What the agent left outside its process group (setsid, setpgid) survived the group kill.
+  // The shim is a subreaper, so every such process is now its child or a descendant of one: kill
+  // them all, again while new ones appear (a straggler may fork while being found).
+  const pid_t self = getpid();
+  for (int pass = 0; pass < 16; ++pass) {
+    const std::vector<pid_t> stragglers = LiveDescendants(self);
+    if (stragglers.empty()) {
+      return;
+    }
+    for (pid_t pid : stragglers) {
+      kill(pid, SIGKILL);
+    }
+    ReapOthers();
+    usleep(2000);  // let killed grandchildren be re-parented to us before the next walk
+    ReapOthers();
+  }
 }
 
 void Capture::ReapOthers() {

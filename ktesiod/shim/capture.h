@@ -56,6 +56,9 @@ class Capture {
   void ReleaseBuffers();
   void OnSigchld();
   void ReapOthers();
+  // After the agent's exit and its group kill: SIGKILLs every remaining descendant of the shim
+  // (processes the agent moved out of its group), so none outlives the agent.
+  void KillStragglers();
   // The writers' give-up time: never while the agent runs (backpressure), kExitWriteBudget after
   // it exited, even if that happens while a write is being retried.
   Clock::time_point GiveUpAtNow();

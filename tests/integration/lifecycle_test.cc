@@ -191,6 +191,39 @@ TEST_F(LifecycleTest, StopKillsTermIgnoringTreeAfterWindow) {
   }
 }
 
+TEST_F(LifecycleTest, NothingTheAgentMovedOutOfItsGroupSurvivesStopOrExit) {
+  // The agent starts a worker in a session of its own (setsid): the stop's group signals miss
+  // it, so the shim must find and kill it when the agent ends. Once on stop, once when the agent
+  // exits by itself (restart.policy = never: the worker must not outlive that run either).
+  auto manifest = [&](const std::string& pid_file, const std::string& then) {
+    return "contract_version = \"1.0.0\"\n[adapter]\nkind = \"escaper\"\n"
+           "[lifecycle.start]\nexec = \"/bin/sh\"\nargs = [\"-c\", \"\"\"\n"
+           "setsid /bin/sh -c 'echo $$ > " +
+           pid_file + "; while :; do sleep 0.1; done' &\n" + then +
+           "\n\"\"\"]\n[capabilities.pause]\nlinux = \"guaranteed\"\n"
+           "[metering]\nsource = \"self-reported\"\n";
+  };
+  Register("escaper", manifest(Work("escaped.pid"), "while :; do sleep 0.2; done"));
+  Register("quitter", manifest(Work("left.pid"), "sleep 1; exit 3"));
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "quitter", "restart.policy", "never"}).exit_code,
+            0);
+  for (const char* name : {"escaper", "quitter"}) {
+    ASSERT_EQ(daemon_.Ctl({"agent", "start", name}).exit_code, 0);
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    return ReadPids(Work("escaped.pid")).size() == 1 && ReadPids(Work("left.pid")).size() == 1;
+  }));
+  const pid_t escaped = ReadPids(Work("escaped.pid"))[0];
+  const pid_t left = ReadPids(Work("left.pid"))[0];
+  ASSERT_TRUE(ProcessAlive(escaped));
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "escaper", "--timeout", "2"}).exit_code, 0);
+  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(escaped); }, std::chrono::milliseconds(3000)))
+      << "the setsid worker survived the stop";
+  ASSERT_TRUE(WaitFor([&] { return State("quitter") == "failed"; }));
+  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(left); }, std::chrono::milliseconds(3000)))
+      << "the setsid worker outlived the agent's exit";
+}
+
 TEST_F(LifecycleTest, StopTemplateIsTheGracefulPhase) {
   std::string stop =
       absl::StrCat("[lifecycle.stop]\nexec = \"", ProbePath(),

@@ -72,12 +72,14 @@ std::vector<std::pair<std::string, std::string>> Expect(
   return out;
 }
 
-TEST(TckTest, MockIsConformantHermetic) {
-  RunResult r = Tck({"--kind", "mock", "--json"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  Json doc;
-  EXPECT_EQ(Statuses(r, &doc), Expect({{"metering_engine_observed", "not_applicable"}}));
-  EXPECT_EQ(doc["adapter_kind"].string, "mock");
+TEST(TckTest, BuiltinsAreConformantHermetic) {
+  for (const char* kind : {"mock", "hermes"}) {
+    RunResult r = Tck({"--kind", kind, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << kind << "\n" << r.out << r.err;
+    Json doc;
+    EXPECT_EQ(Statuses(r, &doc), Expect({{"metering_engine_observed", "not_applicable"}})) << kind;
+    EXPECT_EQ(doc["adapter_kind"].string, kind);
+  }
 }
 
 TEST(TckTest, ExampleAdaptersAreConformant) {
