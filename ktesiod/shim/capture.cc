@@ -265,6 +265,12 @@ void Capture::KillStragglers() {
   // them all, again while new ones appear (a straggler may fork while being found).
   const pid_t self = getpid();
   for (int pass = 0; pass < 16; ++pass) {
+    // The common case costs one syscall: no child at all means no descendant at all (every
+    // straggler would have been re-parented to the shim or to one of its descendants).
+    siginfo_t info{};
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 && errno == ECHILD) {
+      return;
+    }
     const std::vector<pid_t> stragglers = LiveDescendants(self);
     if (stragglers.empty()) {
       return;
