@@ -128,7 +128,10 @@ int SetupFailed(const Options& o, const std::string& error) {
 
 bool WriteExitRecord(const Options& o, const std::string& record) {
   std::string error;
-  if (!WriteFileAtomic(o.run_dir, kExitFile, record, /*durable=*/true, &error)) {
+  // Atomic, not durable: the daemon reads it from the page cache within milliseconds, and an fsync
+  // here sat on the crash -> restart path. After a host crash the boot id, not this record,
+  // decides (every agent of the previous boot is `lost`).
+  if (!WriteFileAtomic(o.run_dir, kExitFile, record, /*durable=*/false, &error)) {
     Report(error);
     return false;
   }
