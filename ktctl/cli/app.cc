@@ -9,6 +9,7 @@
 #include "cli/output.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/utf8.h"
 #include "ktesio/v1/version.h"
 
 namespace ktesio::cli {
@@ -113,6 +114,16 @@ const std::vector<Command>& Commands() {
 }
 
 int RunCli(const std::vector<std::string>& args) {
+  // Every name, key and value travels as protobuf text, which must be UTF-8: refuse other bytes
+  // here, naming the argument, rather than fail obscurely at serialization.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (std::optional<size_t> bad = contract::FirstInvalidUtf8(args[i])) {
+      const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
+      return ReportError(json, "USAGE",
+                         absl::StrCat("argument ", i + 1, " is not valid UTF-8 (byte ", *bad, ")"),
+                         kExitUsage);
+    }
+  }
   absl::StatusOr<Invocation> inv = ParseInvocation(args);
   if (!inv.ok()) {
     const bool json = std::find(args.begin(), args.end(), "--json") != args.end();

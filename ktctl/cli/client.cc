@@ -43,6 +43,9 @@ Client::Client(std::string socket_path, std::chrono::milliseconds timeout)
   grpc::ChannelArguments args;
   // One local connection; no retries across a daemon that is not there.
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  // Retained logs can be tens of MiB (logs.keep x logs.max_bytes) in one ReadLogs answer or the
+  // first FollowLogs message; the daemon is local and trusted, so take any size.
+  args.SetMaxReceiveMessageSize(-1);
   channel_ =
       grpc::CreateCustomChannel("unix:" + socket_path_, grpc::InsecureChannelCredentials(), args);
   system_ = v1::SystemService::NewStub(channel_);

@@ -13,8 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "cli/app.h"
 #include "cli/exit_codes.h"
+#include "cli/manifest_file.h"
 #include "cli/output.h"
 #include "cli/render.h"
+#include "ktesio/contract/error.h"
+#include "ktesio/contract/utf8.h"
 
 namespace ktesio::cli {
 namespace {
@@ -44,24 +47,15 @@ int Register(Context& ctx, const std::vector<std::string>& args) {
   if (kind.has_value()) {
     request.set_builtin_kind(*kind);
   } else {
-    std::string path = *manifest;
-    struct stat st {};
-    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      path = absl::StrCat(path, path.back() == '/' ? "" : "/", "adapter.toml");
+    absl::StatusOr<ManifestText> text = ReadManifestFile(*manifest);
+    if (!text.ok()) {
+      const bool missing = text.status().code() == absl::StatusCode::kNotFound;
+      return ReportError(ctx.global.json, contract::ErrorReason(text.status()),
+                         std::string(text.status().message()),
+                         missing ? kExitNotFound : kExitGeneral);
     }
-    std::ifstream file(path, std::ios::binary);
-    if (!file) {
-      return ReportError(ctx.global.json, "MANIFEST_NOT_FOUND",
-                         absl::StrCat("no adapter.toml at ", path), kExitNotFound);
-    }
-    std::ostringstream content;
-    content << file.rdbuf();
-    request.mutable_manifest()->set_path(AbsolutePath(path));
-    request.mutable_manifest()->set_content(content.str());
-    if (content.str().empty()) {
-      return ReportError(ctx.global.json, "MANIFEST_INVALID",
-                         absl::StrCat(path, ": the manifest is empty"), kExitGeneral);
-    }
+    request.mutable_manifest()->set_path(AbsolutePath(text->path));
+    request.mutable_manifest()->set_content(std::move(text->content));
   }
   int code = 0;
   Client* client = ctx.Connect(&code);
@@ -327,6 +321,9 @@ int Send(Context& ctx, const std::vector<std::string>& args) {
   }
   if (request.text().find('\n') != std::string::npos) {
     return ctx.Usage("TEXT must be one line", kUsage);
+  }
+  if (std::optional<size_t> bad = contract::FirstInvalidUtf8(request.text())) {
+    return ctx.Usage(absl::StrCat("TEXT is not valid UTF-8 (byte ", *bad, ")"), kUsage);
   }
   int code = 0;
   Client* client = ctx.Connect(&code);

@@ -12,6 +12,7 @@
 #include "cli/output.h"
 #include "cli/render.h"
 #include "ktesio/contract/json_writer.h"
+#include "ktesio/contract/utf8.h"
 
 namespace ktesio::cli {
 namespace {
@@ -158,6 +159,11 @@ int SecretSet(Context& ctx, const std::vector<std::string>& args) {
     std::ostringstream content;
     content << std::cin.rdbuf();
     value = content.str();
+  }
+  if (std::optional<size_t> bad = contract::FirstInvalidUtf8(value)) {
+    return ctx.Usage(
+        absl::StrCat("the secret value is not valid UTF-8 (byte ", *bad, "); secrets are text"),
+        kUsage);
   }
   // One trailing newline is how shells and editors end a value, not part of it.
   if (!value.empty() && value.back() == '\n') {

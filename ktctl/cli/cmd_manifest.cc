@@ -7,10 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "cli/app.h"
 #include "cli/exit_codes.h"
+#include "cli/manifest_file.h"
 #include "cli/output.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/json_writer.h"
 #include "ktesio/contract/manifest.h"
+#include "ktesio/contract/utf8.h"
 
 namespace ktesio::cli {
 namespace {
@@ -21,20 +23,14 @@ int Lint(Context& ctx, const std::vector<std::string>& args) {
   if (!local.ok()) {
     return ctx.Usage(std::string(local.status().message()), kUsage);
   }
-  std::string path = local->positionals[0];
-  struct stat st {};
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    path = absl::StrCat(path, path.back() == '/' ? "" : "/", "adapter.toml");
+  absl::StatusOr<ManifestText> text = ReadManifestFile(local->positionals[0]);
+  if (!text.ok()) {
+    return ReportError(ctx.global.json, contract::ErrorReason(text.status()),
+                       std::string(text.status().message()), kExitGeneral);
   }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return ReportError(ctx.global.json, "MANIFEST_NOT_FOUND",
-                       absl::StrCat("no adapter.toml at ", path), kExitGeneral);
-  }
-  std::ostringstream content;
-  content << file.rdbuf();
+  const std::string& path = text->path;
   absl::StatusOr<contract::AdapterDeclaration> declaration =
-      contract::ParseManifest(content.str(), path);
+      contract::ParseManifest(text->content, path);
   if (!declaration.ok()) {
     std::string reason = contract::ErrorReason(declaration.status());
     return ReportError(ctx.global.json, reason.empty() ? "MANIFEST_INVALID" : reason,

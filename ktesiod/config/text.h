@@ -14,6 +14,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/string_view.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/utf8.h"
 
 namespace ktesio::daemon::config::internal {
 
@@ -60,7 +61,6 @@ inline absl::Status DeliveryFailed(std::string_view message) {
   return contract::MakeError(absl::StatusCode::kFailedPrecondition, kDeliveryFailed, message);
 }
 
-// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
-bool IsValidUtf8(std::string_view s);
+using contract::IsValidUtf8;
 
 }  // namespace ktesio::daemon::config::internal

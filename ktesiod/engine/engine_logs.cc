@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/utf8.h"
 
 namespace ktesio::daemon::engine {
 namespace {
@@ -49,7 +50,13 @@ void AddLines(const std::string& instance, std::vector<logs::LogRecord> records,
     line->set_instance(instance);
     line->set_stream(StreamOf(record.stream));
     line->set_at_unix_ms(record.at_ms);
-    line->set_text(std::move(record.text));
+    // Agents write bytes, not text: protobuf string fields must be UTF-8 (they refuse to
+    // serialize otherwise), so invalid bytes become U+FFFD here. The log file keeps the raw bytes.
+    if (contract::IsValidUtf8(record.text)) {
+      line->set_text(std::move(record.text));
+    } else {
+      line->set_text(contract::ToValidUtf8(record.text));
+    }
   }
 }
 

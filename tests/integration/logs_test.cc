@@ -128,6 +128,55 @@ TEST_F(LogsTest, RotationKeepsGenerationsAndLosesNoRetainedLine) {
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "r", "--timeout", "0"}).exit_code, 0);
 }
 
+TEST_F(LogsTest, RetainedLogsOverTheDefaultMessageSizeAndNonUtf8Bytes) {
+  // ~9 MiB retained (over gRPC's default 4 MiB message), and one line that is not UTF-8: both
+  // must read back whole, with the bad bytes shown as U+FFFD and kept raw on disk.
+  Register("big", "--lines 150000 --line-bytes 60 --bulk --heartbeat-ms 60000");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "big"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        RunResult tail = daemon_.Ctl({"agent", "logs", "big", "--stream", "out", "--tail", "3"});
+        return tail.out.find("line 149999") != std::string::npos;
+      },
+      std::chrono::milliseconds(60000)));
+  RunResult all = daemon_.Ctl({"agent", "logs", "big", "--stream", "out"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_GT(all.out.size(), 8u << 20);
+  EXPECT_NE(all.out.find("line 0 "), std::string::npos);
+  EXPECT_NE(all.out.find("line 149999"), std::string::npos);
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "big", "--timeout", "0"}).exit_code, 0);
+  // -f: the retained part arrives first, then the stream ends with the agent.
+  RunResult followed = daemon_.Ctl({"agent", "logs", "big", "-f"});
+  EXPECT_EQ(followed.exit_code, 0) << followed.err;
+  EXPECT_NE(followed.out.find("line 149999"), std::string::npos);
+
+  std::string dir = daemon_.dir() + "/m-bytes";
+  std::filesystem::create_directories(dir);
+  WriteFileOrDie(dir + "/adapter.toml",
+                 "contract_version = \"1.0.0\"\n[adapter]\nkind = \"bytes\"\n"
+                 "[lifecycle.start]\nexec = \"/bin/sh\"\n"
+                 "args = [\"-c\", \"printf 'bad \\\\377\\\\376 bytes\\\\n'; exec sleep 60\"]\n"
+                 "[capabilities.pause]\nlinux = \"guaranteed\"\n"
+                 "[metering]\nsource = \"self-reported\"\n");
+  ASSERT_EQ(daemon_.Ctl({"agent", "register", "bytes", "--manifest", dir}).exit_code, 0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "bytes"}).exit_code, 0);
+  RunResult bytes;
+  ASSERT_TRUE(WaitFor([&] {
+    bytes = daemon_.Ctl({"agent", "logs", "bytes", "--json"});
+    return bytes.out.find("bad ") != std::string::npos;
+  })) << bytes.out
+      << bytes.err;
+  EXPECT_EQ(bytes.exit_code, 0) << bytes.err;
+  EXPECT_NE(bytes.out.find("bad \xef\xbf\xbd\xef\xbf\xbd bytes"), std::string::npos) << bytes.out;
+  std::string raw;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(daemon_.state_dir() + "/agents/bytes/logs")) {
+    raw += ReadFileOrEmpty(entry.path());
+  }
+  EXPECT_NE(raw.find("bad \xff\xfe bytes"), std::string::npos);
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "bytes", "--timeout", "0"}).exit_code, 0);
+}
+
 TEST_F(LogsTest, BurstLosesNoLine) {
   Register("b", "--lines 200000 --line-bytes 32 --heartbeat-ms 60000");
   ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "b", "logs.max_bytes", "104857600"}).exit_code,

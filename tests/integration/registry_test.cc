@@ -123,6 +123,43 @@ TEST_F(RegistryTest, InvalidManifestExits1WithValidationErrorAndWritesNothing) {
   EXPECT_NE(lint.err.find("exce"), std::string::npos);
 }
 
+TEST_F(RegistryTest, BytesThatAreNotTextAreRefusedClearlyAndWriteNothing) {
+  // A manifest that is not UTF-8, one that is not a regular file (it would never end), and one
+  // over the 1 MiB bound: MANIFEST_INVALID, exit 1, nothing registered.
+  std::string binary = kValidManifest;
+  binary += "# \xff\xfe\n";
+  struct Case {
+    std::string path;
+    std::string needle;
+  };
+  std::string big(2u << 20, '#');
+  const Case cases[] = {
+      {WriteManifest("binary", binary), "not valid UTF-8"},
+      {"/dev/zero", "not a regular file"},
+      {WriteManifest("big", kValidManifest + big), "larger than 1024 KiB"},
+  };
+  for (const Case& c : cases) {
+    RunResult r = daemon_.Ctl({"agent", "register", "x", "--manifest", c.path, "--json"});
+    EXPECT_EQ(r.exit_code, 1) << c.path << r.out << r.err;
+    EXPECT_NE(r.out.find("\"reason\":\"MANIFEST_INVALID\""), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << r.out;
+    RunResult lint = RunProcess({KtctlPath(), "manifest", "lint", c.path});
+    EXPECT_EQ(lint.exit_code, 1) << c.path;
+    EXPECT_NE(lint.err.find(c.needle), std::string::npos) << lint.err;
+  }
+  EXPECT_EQ(InstanceCount(), 0);
+  // Arguments and stdin values that are not UTF-8 are usage errors naming the culprit.
+  RunResult name = daemon_.Ctl({"agent", "show", "\xff", "--json"});
+  EXPECT_EQ(name.exit_code, 2);
+  EXPECT_NE(name.out.find("is not valid UTF-8 (byte 0)"), std::string::npos) << name.out;
+  RunOptions binary_stdin;
+  binary_stdin.stdin_text = "se\xffret\n";
+  RunResult secret = daemon_.Ctl({"secret", "set", "bin"}, binary_stdin);
+  EXPECT_EQ(secret.exit_code, 2);
+  EXPECT_NE(secret.err.find("not valid UTF-8"), std::string::npos) << secret.err;
+  EXPECT_EQ(daemon_.Ctl({"secret", "list"}).out.find("bin"), std::string::npos);
+}
+
 TEST_F(RegistryTest, ContractMajorMismatchQuotesTheRule) {
   std::string content = kValidManifest;
   content.replace(content.find("1.0.0"), 5, "2.1.0");

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ktesio/contract/utf8.h"
+
 namespace ktesio::contract {
 
 // Appends `text` to `out` as the body of a JSON string (without quotes).
@@ -54,33 +56,9 @@ inline void AppendJsonEscaped(std::string& out, std::string_view text) {
       ++i;
       continue;
     }
-    // Multi-byte sequence: validate per RFC 3629 (no overlongs, no surrogates, <= U+10FFFF).
-    size_t len = 0;
-    uint32_t cp = 0;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4;
-      cp = c & 0x07;
-    }
-    bool valid = len != 0 && i + len <= text.size();
-    for (size_t k = 1; valid && k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(text[i + k]);
-      if ((cc & 0xc0) != 0x80) {
-        valid = false;
-      } else {
-        cp = (cp << 6) | (cc & 0x3f);
-      }
-    }
-    if (valid) {
-      valid = !((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-                cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff));
-    }
-    if (valid) {
+    // Multi-byte sequence: copied when valid, else the byte becomes U+FFFD.
+    const size_t len = Utf8SequenceLength(text, i);
+    if (len != 0) {
       out.append(text.substr(i, len));
       i += len;
     } else {
