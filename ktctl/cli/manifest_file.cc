@@ -16,8 +16,8 @@ absl::StatusOr<ManifestText> ReadManifestFile(std::string path) {
     path = absl::StrCat(path, path.back() == '/' ? "" : "/", "adapter.toml");
   }
   auto invalid = [&](const std::string& why) {
-    return contract::MakeError(absl::StatusCode::kInvalidArgument, contract::reason::kManifestInvalid,
-                               absl::StrCat(path, ": ", why));
+    return contract::MakeError(absl::StatusCode::kInvalidArgument,
+                               contract::reason::kManifestInvalid, absl::StrCat(path, ": ", why));
   };
   if (stat(path.c_str(), &st) != 0) {
     return contract::MakeError(absl::StatusCode::kNotFound, contract::reason::kManifestNotFound,

@@ -91,7 +91,9 @@ absl::Status Engine::GetConfig(const v1::GetConfigRequest& request,
       return status;
     }
   }
-  absl::StatusOr<std::vector<config::Entry>> entries = config_.Effective(*row);
+  // A live engine-observed instance has its proxy URL injected (invocation-override), as at
+  // its start: show it as the agent received it.
+  absl::StatusOr<std::vector<config::Entry>> entries = config_.Effective(*row, ProxyUrl(row->name));
   if (!entries.ok()) {
     return entries.status();
   }

@@ -96,6 +96,11 @@ TEST_F(MeteringTest, LedgerEqualsWhatTheProviderReportedCallForCall) {
   ASSERT_TRUE(WaitFor([&] { return Logs("a").find("BASE " + proxy_url) != std::string::npos; }))
       << Logs("a");
   EXPECT_NE(Logs("a").find("127.0.0.1,localhost,::1"), std::string::npos);
+  // `config get` shows the injected URL, from the invocation-override layer.
+  RunResult base = daemon_.Ctl({"agent", "config", "get", "a", "metering.base_url", "--json"});
+  ASSERT_EQ(base.exit_code, 0) << base.out << base.err;
+  EXPECT_NE(base.out.find("\"value\":\"" + proxy_url + "\""), std::string::npos) << base.out;
+  EXPECT_NE(base.out.find("invocation-override"), std::string::npos) << base.out;
 
   for (const char* kind : {"chat", "chat-stream", "responses", "responses-stream", "anthropic",
                            "anthropic-stream", "no-usage", "chat-stream"}) {
@@ -141,6 +146,7 @@ TEST_F(MeteringTest, LedgerEqualsWhatTheProviderReportedCallForCall) {
   // Stopping the agent closes its listener.
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
   EXPECT_EQ(Instance("a").Find("proxy_url"), nullptr);
+  EXPECT_EQ(daemon_.Ctl({"agent", "config", "get", "a", "metering.base_url"}).exit_code, 3);
   const uint16_t port = static_cast<uint16_t>(std::stoi(proxy_url.substr(17)));
   EXPECT_EQ(HttpRequest(port, "GET", "/v1/models").status, 0);
 }

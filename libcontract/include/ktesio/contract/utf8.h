@@ -43,8 +43,8 @@ inline size_t Utf8SequenceLength(std::string_view text, size_t i) {
     }
     cp = (cp << 6) | (cc & 0x3f);
   }
-  const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                        (len == 4 && cp < 0x10000);
+  const bool overlong =
+      (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
   if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
     return 0;
   }
