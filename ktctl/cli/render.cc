@@ -1,6 +1,7 @@
 #include "cli/render.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <vector>
 
@@ -348,6 +349,19 @@ std::string CapabilityTable(const v1::AgentInstance& instance) {
                 row("interaction", caps.interaction(), instance.projected().interaction())});
 }
 
+namespace {
+
+// "3d 4h", "2h 5m", "4m 10s", "12s".
+std::string FormatUptime(int64_t ms) {
+  const int64_t s = ms / 1000;
+  if (s >= 86400) return absl::StrCat(s / 86400, "d ", s % 86400 / 3600, "h");
+  if (s >= 3600) return absl::StrCat(s / 3600, "h ", s % 3600 / 60, "m");
+  if (s >= 60) return absl::StrCat(s / 60, "m ", s % 60, "s");
+  return absl::StrCat(s, "s");
+}
+
+}  // namespace
+
 std::string ShowText(const v1::AgentInstance& i) {
   std::string out;
   absl::StrAppend(&out, "name:            ", i.name(), "\n");
@@ -359,6 +373,13 @@ std::string ShowText(const v1::AgentInstance& i) {
   }
   if (i.has_started_at_unix_ms()) {
     absl::StrAppend(&out, "started:         ", FormatTime(i.started_at_unix_ms()), "\n");
+    if (i.state() == v1::AGENT_STATE_RUNNING || i.state() == v1::AGENT_STATE_PAUSED) {
+      const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+      absl::StrAppend(&out, "uptime:          ",
+                      FormatUptime(std::max<int64_t>(0, now_ms - i.started_at_unix_ms())), "\n");
+    }
   }
   absl::StrAppend(&out, "restart policy:  ", RestartPolicyName(i.restart_policy()),
                   " (restarts: ", i.restart_count(), ")\n");
@@ -366,9 +387,17 @@ std::string ShowText(const v1::AgentInstance& i) {
   if (!i.proxy_url().empty()) {
     absl::StrAppend(&out, "proxy:           ", i.proxy_url(), "\n");
   }
-  absl::StrAppend(&out, "usage:           ", UsageSummary(i.usage()), " (current run ",
-                  i.usage().current_run_input_tokens(), " in / ",
-                  i.usage().current_run_output_tokens(), " out)\n");
+  absl::StrAppend(
+      &out, "usage:           ", UsageSummary(i.usage()), " (current run ",
+      i.usage().current_run_input_tokens(), " in / ", i.usage().current_run_output_tokens(), " out",
+      i.usage().has_current_run_dollars()
+          ? absl::StrCat(" ", FormatDollars(i.usage().current_run_dollars()))
+          : std::string(),
+      ")",
+      i.usage().unknown_usage_calls() > 0
+          ? absl::StrCat(", ", i.usage().unknown_usage_calls(), " calls with unknown usage")
+          : std::string(),
+      "\n");
   absl::StrAppend(&out, "budget:          ", BudgetSummary(i), "\n");
   absl::StrAppend(&out, "memory:          ",
                   i.memory().kind() == v1::MEMORY_KIND_FILESYSTEM ? "filesystem"
