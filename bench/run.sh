@@ -123,18 +123,30 @@ after_pids=$(pids_of_idle <"$work/list.json")
 running=$(echo "$after_pids" | grep -c " running$" || true)
 echo "readopt_${N_AGENTS}_until_answered_ms $(( (t1 - t0) / 1000000 )) running $running same_pids $([[ "$before_pids" == "$after_pids" ]] && echo yes || echo no)"
 
-echo "== first crash -> new agent running =="
-ctl agent show a0 --json >"$work/show.json"
-old=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' "$work/show.json")
-t0=$(now_ns)
-kill -9 "$old"
-while true; do
-  newpid=$(ctl agent show a0 --json | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
-  [[ -n "$newpid" && "$newpid" != "$old" ]] && break
+echo "== first crash -> restart committed (10 crashes, engine log timestamps, no polling) =="
+# Polling `agent show` in a loop competes for the 2 cores with the restart it measures, so the
+# agent is killed, left alone for 0.6 s, and the daemon's own log (ms resolution) is read.
+: >"$work/kills"
+for _ in $(seq 1 10); do
+  ctl agent start a0 >/dev/null 2>&1 || true
+  old=$(ctl agent show a0 --json | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
+  sleep 0.2
+  date -u +%Y-%m-%dT%H:%M:%S.%3N >>"$work/kills"
+  kill -9 "$old"
+  sleep 0.6
+  ctl agent stop a0 --timeout 0 >/dev/null
 done
-t1=$(now_ns)
-echo "crash_to_respawn_ms_upper_bound $(echo "scale=2; ($t1-$t0)/1000000" | bc) (includes ktctl polling)"
-grep -h "crashed\|restarted" "$work/state/agents/a0/logs/"*.log | tail -2
+/usr/bin/python3 - "$work/state/agents/a0/logs" "$work/kills" <<'PY'
+import datetime, glob, sys
+ts = lambda s: datetime.datetime.strptime(s[:23], "%Y-%m-%dT%H:%M:%S.%f").timestamp() * 1000
+kills = [ts(l) for l in open(sys.argv[2])]
+lines = sorted(l for f in glob.glob(sys.argv[1] + "/*.log") for l in open(f, errors="replace"))
+crash = [ts(l) for l in lines if "-> failed (crashed" in l][-len(kills):]
+restart = [ts(l) for l in lines if "(restarted{" in l][-len(kills):]
+for name, at in (("kill_to_crash_committed_ms", crash), ("kill_to_restart_committed_ms", restart)):
+    d = sorted(b - a for a, b in zip(kills, at))
+    print(name, "p50 %.0f max %.0f (n=%d)" % (d[len(d) // 2], d[-1], len(d)))
+PY
 
 echo "== stop of a TERM-ignoring tree (2 s window) =="
 cat >"$work/tree.toml" <<TOML

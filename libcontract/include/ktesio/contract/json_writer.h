@@ -20,6 +20,20 @@ inline void AppendJsonEscaped(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   size_t i = 0;
   while (i < text.size()) {
+    // Runs of printable ASCII that need no escape are copied at once (the common case).
+    size_t plain = i;
+    while (plain < text.size()) {
+      const auto b = static_cast<unsigned char>(text[plain]);
+      if (b < 0x20 || b >= 0x7f || b == '"' || b == '\\') {
+        break;
+      }
+      ++plain;
+    }
+    if (plain > i) {
+      out.append(text.data() + i, plain - i);
+      i = plain;
+      continue;
+    }
     const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x80) {
       switch (c) {
