@@ -432,8 +432,8 @@ absl::StatusOr<int64_t> Store::UsageOffset(int64_t instance_id, int64_t run) {
   return *row ? stmt->ColumnInt(0) : 0;
 }
 
-absl::StatusOr<int64_t> Store::CountInstances() {
-  absl::StatusOr<Statement> stmt = db_.Prepare("SELECT COUNT(*) FROM instances");
+absl::StatusOr<int64_t> Store::QueryInt(const char* sql) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(sql);
   if (!stmt.ok()) {
     return stmt.status();
   }
@@ -441,21 +441,16 @@ absl::StatusOr<int64_t> Store::CountInstances() {
   if (!row.ok()) {
     return row.status();
   }
-  return stmt->ColumnInt(0);
+  return *row ? stmt->ColumnInt(0) : 0;
+}
+
+absl::StatusOr<int64_t> Store::CountInstances() {
+  return QueryInt("SELECT COUNT(*) FROM instances");
 }
 
 absl::StatusOr<int64_t> Store::LastCursor(EventLog log) {
-  absl::StatusOr<Statement> stmt =
-      db_.Prepare(log == EventLog::kEvents ? "SELECT COALESCE(MAX(cursor), 0) FROM events"
+  return QueryInt(log == EventLog::kEvents ? "SELECT COALESCE(MAX(cursor), 0) FROM events"
                                            : "SELECT COALESCE(MAX(cursor), 0) FROM audit_log");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) {
-    return row.status();
-  }
-  return stmt->ColumnInt(0);
 }
 
 absl::StatusOr<std::vector<EventRow>> Store::ReadEvents(int64_t after, const std::string& instance,

@@ -130,6 +130,8 @@ class Store {
   Database& db() { return db_; }
 
  private:
+  // The first column of the first row of a statement without parameters (0 when no row).
+  absl::StatusOr<int64_t> QueryInt(const char* sql);
   explicit Store(Database db) : db_(std::move(db)) {}
   absl::Status Migrate();
 

@@ -50,6 +50,17 @@ class Child {
   pid_t pid_ = -1;
 };
 
+// An adapter whose agent ignores SIGTERM: only the stop window's SIGKILL ends it.
+void WriteStubbornManifest(const std::string& path) {
+  WriteFileOrDie(path,
+                 "contract_version = \"1.0.0\"\n[adapter]\nkind = \"stubborn\"\n"
+                 "[lifecycle.start]\nexec = \"" +
+                     ProbePath() +
+                     "\"\nargs = [\"--ignore-sigterm\", \"--heartbeat-ms\", \"1000\"]\n"
+                     "[capabilities.pause]\nlinux = \"guaranteed\"\n"
+                     "[metering]\nsource = \"self-reported\"\n");
+}
+
 std::string Find(const std::string& tool) {
   for (const char* dir : {"/usr/bin", "/bin", "/usr/local/bin"}) {
     const std::string path = std::string(dir) + "/" + tool;
@@ -177,13 +188,7 @@ TEST(Service, LimitsAndTheDefaultStopWindowComeFromTheConfigFileAndReloadLive) {
   };
   // An agent that ignores SIGTERM: a stop without --timeout waits stop_timeout_secs (1 s, not
   // the built-in 30 s), then kills the group.
-  WriteFileOrDie(dir / "stubborn.toml",
-                 "contract_version = \"1.0.0\"\n[adapter]\nkind = \"stubborn\"\n"
-                 "[lifecycle.start]\nexec = \"" +
-                     ProbePath() +
-                     "\"\nargs = [\"--ignore-sigterm\", \"--heartbeat-ms\", \"1000\"]\n"
-                     "[capabilities.pause]\nlinux = \"guaranteed\"\n"
-                     "[metering]\nsource = \"self-reported\"\n");
+  WriteStubbornManifest(dir / "stubborn.toml");
   ASSERT_EQ(ctl({"agent", "register", "a", "--manifest", dir / "stubborn.toml"}).exit_code, 0);
   ASSERT_EQ(ctl({"agent", "start", "a"}).exit_code, 0);
   const auto before = std::chrono::steady_clock::now();
@@ -252,13 +257,7 @@ TEST(Service, FleetStopFromTheAgentsUnitThenTheDaemon) {
   WriteFileOrDie(dir / "ktesiod.toml", "version = 1\nstop_timeout_secs = 1\n");
   DaemonHarness daemon;
   ASSERT_TRUE(daemon.Start({"--config", dir / "ktesiod.toml"})) << daemon.DaemonLog();
-  WriteFileOrDie(dir / "stubborn.toml",
-                 "contract_version = \"1.0.0\"\n[adapter]\nkind = \"stubborn\"\n"
-                 "[lifecycle.start]\nexec = \"" +
-                     ProbePath() +
-                     "\"\nargs = [\"--ignore-sigterm\", \"--heartbeat-ms\", \"1000\"]\n"
-                     "[capabilities.pause]\nlinux = \"guaranteed\"\n"
-                     "[metering]\nsource = \"self-reported\"\n");
+  WriteStubbornManifest(dir / "stubborn.toml");
   ASSERT_EQ(
       daemon.Ctl({"agent", "register", "stubborn", "--manifest", dir / "stubborn.toml"}).exit_code,
       0);
