@@ -24,7 +24,9 @@ for f in bin/ktesiod bin/ktctl bin/ktesio-shim bin/ktesio-tck bin/ktesio-probe \
          lib/sysusers.d/ktesio.conf lib/tmpfiles.d/ktesio.conf \
          share/doc/ktesio/operations.md share/doc/ktesio/metering.md \
          share/ktesio/proto/ktesio/v1/agent.proto share/ktesio/examples/adapters/echo/adapter.toml \
-         share/man/man1/ktctl.1 share/man/man8/ktesiod.8; do
+         share/man/man1/ktctl.1 share/man/man8/ktesiod.8 \
+         share/bash-completion/completions/ktctl share/zsh/vendor-completions/_ktctl \
+         share/fish/vendor_completions.d/ktctl.fish; do
   [[ -e "$work/usr/$f" ]] || fail "missing $f"
 done
 "$work/usr/bin/ktesiod" --version >/dev/null || fail "installed ktesiod --version failed"

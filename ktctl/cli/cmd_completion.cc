@@ -1,6 +1,7 @@
 // ktctl completion bash|zsh|fish: shell completion generated from the command table itself, so
 // it can never drift from the commands ktctl really has.
 
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -29,8 +30,48 @@ std::map<std::string, std::set<std::string>> Tree() {
   return tree;
 }
 
+// Each command's own flags, taken from its usage line ("(NAME | --all) [--timeout SECS]" ->
+// --all --timeout), keyed by the command's path ("agent stop").
+std::map<std::string, std::set<std::string>> CommandFlags() {
+  std::map<std::string, std::set<std::string>> flags;
+  for (const Command& command : Commands()) {
+    std::set<std::string> found;
+    const std::string_view usage = command.usage;
+    for (size_t i = 0; i < usage.size(); ++i) {
+      const bool starts =
+          usage[i] == '-' && (i == 0 || usage[i - 1] == ' ' || usage[i - 1] == '[' ||
+                              usage[i - 1] == '(' || usage[i - 1] == '|');
+      if (!starts) {
+        continue;
+      }
+      size_t end = i;
+      while (end < usage.size() && (usage[end] == '-' || std::islower(usage[end]) != 0)) {
+        ++end;
+      }
+      if (end > i + 1 && usage[end - 1] != '-') {
+        found.insert(std::string(usage.substr(i, end - i)));
+      }
+      i = end;
+    }
+    if (!found.empty()) {
+      std::string path;
+      for (std::string_view word : command.path) {
+        absl::StrAppend(&path, path.empty() ? "" : " ", std::string(word));
+      }
+      flags[path] = std::move(found);
+    }
+  }
+  return flags;
+}
+
 std::string Bash() {
   std::string cases;
+  // A command's own flags once its path is complete (positionals may follow); listed first,
+  // since `case` takes the first match.
+  for (const auto& [path, flags] : CommandFlags()) {
+    absl::StrAppend(&cases, "    \"", path, "\"|\"", path, " \"*) words=\"",
+                    absl::StrJoin(flags, " "), "\" ;;\n");
+  }
   for (const auto& [prefix, words] : Tree()) {
     absl::StrAppend(&cases, "    \"", prefix, "\") words=\"", absl::StrJoin(words, " "), "\" ;;\n");
   }
@@ -72,6 +113,15 @@ std::string Fish() {
   absl::StrAppend(&out,
                   "complete -c ktctl -f -n '__fish_seen_subcommand_from completion' -a 'bash zsh "
                   "fish'\n");
+  for (const auto& [path, flags] : CommandFlags()) {
+    const std::string last =
+        path.substr(path.rfind(' ') == std::string::npos ? 0 : path.rfind(' ') + 1);
+    for (const std::string& flag : flags) {
+      const bool is_long = flag.rfind("--", 0) == 0;
+      absl::StrAppend(&out, "complete -c ktctl -n '__fish_seen_subcommand_from ", last, "' ",
+                      is_long ? "-l " : "-s ", flag.substr(is_long ? 2 : 1), "\n");
+    }
+  }
   return out;
 }
 

@@ -40,6 +40,7 @@ for f in usr/bin/ktesiod usr/bin/ktctl usr/bin/ktesio-shim usr/bin/ktesio-tck \
          usr/lib/systemd/system/ktesiod.service usr/lib/systemd/system/ktesiod.socket \
          usr/lib/systemd/system/ktesio-agents.service usr/lib/sysusers.d/ktesio.conf \
          usr/lib/tmpfiles.d/ktesio.conf usr/share/man/man1/ktctl.1 usr/share/man/man8/ktesiod.8 \
+         usr/share/bash-completion/completions/ktctl \
          usr/share/doc/ktesio/operations.md usr/share/ktesio/examples/adapters/echo/adapter.toml; do
   grep -qx "./$f" <<<"$contents" || fail "package lacks /$f"
 done

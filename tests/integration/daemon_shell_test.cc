@@ -247,6 +247,18 @@ TEST(Ktctl, CompletionScriptsComeFromTheCommandTable) {
        "source " + (dir / "ktctl.bash") +
            "; COMP_WORDS=(ktctl agent me); COMP_CWORD=2; _ktctl; echo \"${COMPREPLY[*]}\""});
   EXPECT_EQ(complete.out, "memory\n") << complete.err;
+  // A command's own flags, after its name and after a positional.
+  RunResult flags = RunProcess({"/bin/bash", "-c",
+                                "source " + (dir / "ktctl.bash") +
+                                    "; COMP_WORDS=(ktctl agent stop web --); COMP_CWORD=4; _ktctl; "
+                                    "echo \"${COMPREPLY[*]}\""});
+  EXPECT_EQ(flags.out, "--all --timeout --socket --json --timeout --help --version\n") << flags.err;
+  RunResult logs = RunProcess({"/bin/bash", "-c",
+                               "source " + (dir / "ktctl.bash") +
+                                   "; COMP_WORDS=(ktctl agent logs web -); COMP_CWORD=4; _ktctl; "
+                                   "echo \"${COMPREPLY[*]}\""});
+  EXPECT_NE(logs.out.find("-f"), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find("--tail"), std::string::npos) << logs.out;
   for (const char* shell : {"zsh", "fish"}) {
     RunResult r = RunProcess({KtctlPath(), "completion", shell});
     EXPECT_EQ(r.exit_code, 0) << shell;
