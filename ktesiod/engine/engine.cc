@@ -66,7 +66,13 @@ Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
   }
 }
 
-Engine::~Engine() { Stop(); }
+Engine::~Engine() {
+  Stop();
+  // Directory watches belong to io_'s inotify service; io_ is declared (and so destroyed)
+  // after them, so drop them first.
+  follows_.clear();
+  usage_watches_.clear();
+}
 
 void Engine::Start() {
   Post([this] {
