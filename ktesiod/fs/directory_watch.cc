@@ -110,8 +110,7 @@ void InotifyHub::Dispatch() {
 
 DirectoryWatch::DirectoryWatch(boost::asio::io_context& io, const std::string& dir,
                                std::function<void()> on_change)
-    : hub_(boost::asio::use_service<InotifyHub>(io)),
-      token_(hub_.Add(dir, std::move(on_change))) {}
+    : hub_(boost::asio::use_service<InotifyHub>(io)), token_(hub_.Add(dir, std::move(on_change))) {}
 
 DirectoryWatch::~DirectoryWatch() {
   if (token_ != 0) {
