@@ -73,6 +73,7 @@ int Logs(Context& ctx, const std::vector<std::string>& args) {
       return ctx.Usage(absl::StrCat("--tail takes a line count, got '", *tail, "'"), kUsage);
     }
     filter.set_tail(n);
+    filter.set_no_retained(n == 0);  // like tail -n 0: nothing retained, only what follows
   }
   if (std::optional<std::string> since = local->Value("--since")) {
     std::optional<int64_t> ms = ParseSince(*since);

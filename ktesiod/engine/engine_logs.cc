@@ -71,6 +71,9 @@ absl::Status Engine::ReadLogs(const v1::ReadLogsRequest& request, v1::ReadLogsRe
   if (!query.ok()) {
     return query.status();
   }
+  if (request.filter().no_retained()) {
+    return absl::OkStatus();
+  }
   AddLines(row->name, logs::ReadRetained(row->home + "/logs", *query, nullptr),
            response->mutable_lines());
   return absl::OkStatus();
@@ -92,7 +95,10 @@ absl::StatusOr<uint64_t> Engine::StartFollow(const v1::LogFilter& filter, Emit e
   const std::string log_dir = row->home + "/logs";
   logs::Position position;
   v1::FollowLogsResponse retained;
-  AddLines(row->name, logs::ReadRetained(log_dir, *query, &position), retained.mutable_lines());
+  std::vector<logs::LogRecord> kept = logs::ReadRetained(log_dir, *query, &position);
+  if (!filter.no_retained()) {
+    AddLines(row->name, std::move(kept), retained.mutable_lines());
+  }
   if (row->state != "running") {
     retained.set_end_note(
         absl::StrCat("'", row->name, "' is ", row->state, ", not running: nothing more to follow"));

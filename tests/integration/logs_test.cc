@@ -90,6 +90,32 @@ TEST_F(LogsTest, FollowStreamsLiveLinesAndEndsWhenAgentLeavesRunning) {
   EXPECT_NE(follow.err.find("left running"), std::string::npos) << follow.err;
 }
 
+TEST_F(LogsTest, TailZeroShowsNothingRetainedAndFollowsOnlyNewLines) {
+  Register("t", "--echo");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "t"}).exit_code, 0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "send", "t", "old line"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] {
+    return daemon_.Ctl({"agent", "logs", "t"}).out.find("echo: old line") != std::string::npos;
+  }));
+  RunResult none = daemon_.Ctl({"agent", "logs", "t", "--tail", "0"});
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.out, "");
+  RunResult follow;
+  std::thread follower([&] { follow = daemon_.Ctl({"agent", "logs", "t", "-f", "--tail", "0"}); });
+  ASSERT_TRUE(
+      WaitFor([&] { return daemon_.DaemonLog().find("rpc=SendInput") != std::string::npos; }));
+  usleep(500 * 1000);  // the follower attaches
+  ASSERT_EQ(daemon_.Ctl({"agent", "send", "t", "new line"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] {
+    return daemon_.Ctl({"agent", "logs", "t"}).out.find("echo: new line") != std::string::npos;
+  }));
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "t", "--timeout", "0"}).exit_code, 0);
+  follower.join();
+  EXPECT_EQ(follow.exit_code, 0) << follow.err;
+  EXPECT_NE(follow.out.find("echo: new line"), std::string::npos) << follow.out;
+  EXPECT_EQ(follow.out.find("old line"), std::string::npos) << follow.out;
+}
+
 TEST_F(LogsTest, RotationKeepsGenerationsAndLosesNoRetainedLine) {
   Register("r", "--lines 20000 --line-bytes 64 --heartbeat-ms 60000");
   ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "r", "logs.max_bytes", "65536"}).exit_code, 0);
