@@ -25,8 +25,8 @@ work=$(mktemp -d /tmp/kt-chaos-XXXXXX)
 sock=$work/d.sock
 daemon=
 cleanup() {
-  [[ -n "$daemon" ]] && kill "$daemon" 2>/dev/null || true
-  sleep 0.3
+  # The daemon must be gone before its agents are killed, or it restarts them (on-failure).
+  [[ -n "$daemon" ]] && { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; } || true
   pkill -9 -f "ktesio-shim --run-dir $work" 2>/dev/null || true
   pkill -9 -f "$PROBE --heartbeat-ms 20 --usage-lines $USAGE_LINES" 2>/dev/null || true
   rm -rf "$work"

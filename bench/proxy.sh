@@ -22,7 +22,8 @@ PB=$B/bench/ktesio_proxy_bench
 work=$(mktemp -d /tmp/kt-pbench-XXXXXX)
 sock=$work/d.sock
 cleanup() {
-  [[ -n "${daemon:-}" ]] && kill "$daemon" 2>/dev/null || true
+  # The daemon must be gone before its agents are killed, or it restarts them (on-failure).
+  [[ -n "${daemon:-}" ]] && { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; } || true
   [[ -n "${upstream:-}" ]] && kill "$upstream" 2>/dev/null || true
   [[ -n "${nginx_pid:-}" ]] && kill "$nginx_pid" 2>/dev/null || true
   pkill -f "ktesio-shim --run-dir $work" 2>/dev/null || true

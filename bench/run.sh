@@ -24,7 +24,8 @@ BENCH=$B/bench/ktesio_bench
 work=$(mktemp -d /tmp/kt-bench-XXXXXX)
 sock=$work/d.sock
 cleanup() {
-  [[ -n "${daemon:-}" ]] && kill "$daemon" 2>/dev/null || true
+  # The daemon must be gone before its agents are killed, or it restarts them (on-failure).
+  [[ -n "${daemon:-}" ]] && { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; } || true
   [[ -n "${echo_server:-}" ]] && kill "$echo_server" 2>/dev/null || true
   pkill -f "ktesio-shim --run-dir $work" 2>/dev/null || true
   pkill -f "$PROBE" 2>/dev/null || true

@@ -24,7 +24,10 @@ trap cleanup EXIT
 fail() { echo "deb: $*" >&2; exit 1; }
 
 # 1. Build the package.
-cpack --config "$build/CPackConfig.cmake" -G DEB -B "$work/out" >"$work/cpack.log" 2>&1 ||
+# gzip instead of the release xz: the same package, built in seconds even from a sanitizer build
+# (xz took ~3 minutes of the ASan suite).
+cpack --config "$build/CPackConfig.cmake" -G DEB -B "$work/out" \
+  -D CPACK_DEBIAN_COMPRESSION_TYPE=gzip >"$work/cpack.log" 2>&1 ||
   { cat "$work/cpack.log" >&2; fail "cpack failed"; }
 deb=$(ls "$work"/out/ktesio_*_amd64.deb 2>/dev/null | head -1)
 [[ -f $deb ]] || { cat "$work/cpack.log" >&2; fail "no .deb produced"; }
