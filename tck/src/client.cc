@@ -290,8 +290,19 @@ void Kit::Cleanup() {
 std::vector<std::pair<std::string, std::string>> Kit::Transitions(const std::string& name,
                                                                   const std::string& until) {
   std::vector<std::pair<std::string, std::string>> out;
+  WatchEvents(name, milliseconds(5000), [&](const v1::Event& event) {
+    if (event.type() != "transition") return false;
+    out.emplace_back(JsonField(event.payload_json(), "prior_state"),
+                     JsonField(event.payload_json(), "new_state"));
+    return out.back().second == until;
+  });
+  return out;
+}
+
+bool Kit::WatchEvents(const std::string& name, milliseconds cap,
+                      const std::function<bool(const v1::Event&)>& seen) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(deadline_->Rpc(milliseconds(5000)));
+  ctx.set_deadline(deadline_->Rpc(cap));
   v1::SubscribeEventsRequest request;
   request.set_since_cursor(0);
   request.set_instance(name);
@@ -300,15 +311,15 @@ std::vector<std::pair<std::string, std::string>> Kit::Transitions(const std::str
   bool done = false;
   while (!done && reader->Read(&response)) {
     for (const v1::Event& event : response.events()) {
-      if (event.type() != "transition" || event.instance() != name) continue;
-      out.emplace_back(JsonField(event.payload_json(), "prior_state"),
-                       JsonField(event.payload_json(), "new_state"));
-      if (out.back().second == until) done = true;
+      if (event.instance() == name && seen(event)) {
+        done = true;
+        break;
+      }
     }
   }
   ctx.TryCancel();
-  reader->Finish();
-  return out;
+  reader->Finish();  // a cancelled or expired stream is expected here
+  return done;
 }
 
 std::string Kit::JsonField(const std::string& json, const std::string& key) {

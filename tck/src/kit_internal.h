@@ -142,6 +142,10 @@ class Kit {
   void MustSetConfig(const std::string& name, const std::string& key, const std::string& value);
   grpc::Status SetConfig(const std::string& name, const std::string& key, const std::string& value);
   void Cleanup();
+  // Replays `name`'s events from cursor 0 and then follows live ones, calling `seen` for each
+  // until it returns true or `cap` runs out. True when `seen` ended the watch.
+  bool WatchEvents(const std::string& name, milliseconds cap,
+                   const std::function<bool(const v1::Event&)>& seen);
   // Transition events of `name` (prior_state, new_state), replayed from cursor 0 until `until`.
   std::vector<std::pair<std::string, std::string>> Transitions(const std::string& name,
                                                                const std::string& until);

@@ -56,23 +56,9 @@ Kit::Outcome Kit::MeteringSelfReported() {
 Kit::Outcome Kit::SubjectReportsUsage(const std::string& name) {
   MustRegisterSubject(name);
   MustStartRunning(name);
-  bool reported = false;
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(deadline_->Rpc(milliseconds(10000)));
-    v1::SubscribeEventsRequest request;
-    request.set_since_cursor(0);
-    request.set_instance(name);
-    auto reader = events_->SubscribeEvents(&ctx, request);
-    v1::SubscribeEventsResponse response;
-    while (!reported && reader->Read(&response)) {
-      for (const v1::Event& event : response.events()) {
-        if (event.type() == "usage_update" && event.instance() == name) reported = true;
-      }
-    }
-    ctx.TryCancel();
-    reader->Finish();  // a cancelled or expired stream is expected here
-  }
+  const bool reported = WatchEvents(name, milliseconds(10000), [](const v1::Event& event) {
+    return event.type() == "usage_update";
+  });
   if (reported) return {kPass, ""};
   return {kFail, "no usage reported by the subject within 10 s of running: " + WhyNoUsage(name)};
 }
