@@ -240,6 +240,14 @@ void WriteFleetEntry(contract::JsonWriter& json, const v1::AgentInstance& instan
   if (!instance.proxy_url().empty()) {
     json.Key("proxy_url").String(instance.proxy_url());
   }
+  if (instance.has_resources()) {
+    const v1::ProcessStats& r = instance.resources();
+    json.Key("resources").BeginObject();
+    json.Key("cpu_ms").Int(static_cast<int64_t>(r.cpu_seconds() * 1000.0 + 0.5));
+    json.Key("resident_memory_bytes").Uint(r.resident_memory_bytes());
+    json.Key("processes").Uint(r.processes());
+    json.EndObject();
+  }
   if (instance.has_memory() && instance.memory().kind() != v1::MEMORY_KIND_UNSPECIFIED) {
     const v1::MemoryBacking& m = instance.memory();
     json.Key("memory").BeginObject();
@@ -311,7 +319,16 @@ std::string StatusDocument(const v1::GetStatusResponse& status) {
   for (const auto& [state, count] : by_state) {
     json.Key(state).Uint(count);
   }
-  json.EndObject().EndObject().EndObject();
+  json.EndObject().EndObject();
+  if (!status.metrics_address().empty()) {
+    json.Key("metrics_address").String(status.metrics_address());
+  }
+  json.Key("degraded").Bool(status.problems_size() > 0);
+  json.Key("problems").BeginArray();
+  for (const std::string& problem : status.problems()) {
+    json.String(problem);
+  }
+  json.EndArray().EndObject();
   return json.Take() + "\n";
 }
 
@@ -362,6 +379,15 @@ std::string FormatUptime(int64_t ms) {
 
 }  // namespace
 
+// "812 KiB", "12.3 MiB", "1.5 GiB".
+std::string FormatBytes(uint64_t bytes) {
+  if (bytes < 1024 * 1024) {
+    return absl::StrCat((bytes + 512) / 1024, " KiB");
+  }
+  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
+  return mib < 1024 ? absl::StrFormat("%.1f MiB", mib) : absl::StrFormat("%.1f GiB", mib / 1024);
+}
+
 std::string ShowText(const v1::AgentInstance& i) {
   std::string out;
   absl::StrAppend(&out, "name:            ", i.name(), "\n");
@@ -380,6 +406,13 @@ std::string ShowText(const v1::AgentInstance& i) {
       absl::StrAppend(&out, "uptime:          ",
                       FormatUptime(std::max<int64_t>(0, now_ms - i.started_at_unix_ms())), "\n");
     }
+  }
+  if (i.has_resources()) {
+    absl::StrAppend(&out, "cpu:             ", absl::StrFormat("%.2f", i.resources().cpu_seconds()),
+                    " s (", i.resources().processes(), " process",
+                    i.resources().processes() == 1 ? "" : "es", ")\n");
+    absl::StrAppend(&out, "memory (rss):    ", FormatBytes(i.resources().resident_memory_bytes()),
+                    "\n");
   }
   absl::StrAppend(&out, "restart policy:  ", RestartPolicyName(i.restart_policy()),
                   " (restarts: ", i.restart_count(), ")\n");
@@ -427,6 +460,15 @@ std::string StatusText(const v1::GetStatusResponse& s) {
   }
   absl::StrAppend(&out, "instances:  ", s.instances_total(),
                   parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")"), "\n");
+  if (!s.metrics_address().empty()) {
+    absl::StrAppend(&out, "metrics:    ", s.metrics_address(), " (GET /metrics)\n");
+  }
+  if (s.problems().empty()) {
+    absl::StrAppend(&out, "health:     ok\n");
+  }
+  for (const std::string& problem : s.problems()) {
+    absl::StrAppend(&out, "health:     degraded: ", problem, "\n");
+  }
   return out;
 }
 

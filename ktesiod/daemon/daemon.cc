@@ -10,7 +10,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/request_counter.h"
 #include "api/services.h"
+#include "daemon/metrics.h"
 #include "engine/engine.h"
 #include "fs/fs.h"
 #include "grpc/support/log.h"
@@ -109,6 +111,7 @@ void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions&
   restart_only("socket", fresh.config_socket != running.config_socket);
   restart_only("socket_group", fresh.socket_group != running.socket_group);
   restart_only("metering_ca_file", fresh.metering_ca_file != running.metering_ca_file);
+  restart_only("metrics_listen", fresh.metrics_listen != running.metrics_listen);
   restart_only("metering_max_request_bytes",
                fresh.metering_max_request_bytes != running.metering_max_request_bytes);
   log->info("reload: {} read", paths.config_path);
@@ -198,6 +201,12 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  api::RequestCounter requests;
+  {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
+    counting.push_back(requests.Factory());
+    builder.experimental().SetInterceptorCreators(std::move(counting));
+  }
   for (grpc::Service* service :
        std::initializer_list<grpc::Service*>{&system_service, &agent_service, &log_service,
                                              &config_service, &secret_service, &event_service}) {
@@ -207,6 +216,24 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   if (server == nullptr) {
     log->error("start failed: cannot start the gRPC server");
     return 1;
+  }
+  // "" (the daemon) is SERVING while it answers; the agent service is NOT_SERVING while the
+  // daemon is degraded (e.g. ktesio-shim missing: agents cannot start).
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  (*engine)->health().SetObserver([health](bool degraded) {
+    health->SetServingStatus(std::string(v1::AgentService::service_full_name()), !degraded);
+  });
+  std::unique_ptr<telemetry::MetricsServer> metrics;
+  if (!options.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> started = StartMetrics(
+        options.metrics_listen, **engine, requests, MakeLogger("metrics", options.log_level));
+    if (!started.ok()) {
+      log->error("start failed: {}", std::string(started.status().message()));
+      server->Shutdown();
+      return 1;
+    }
+    metrics = std::move(*started);
+    (*engine)->set_metrics_address(metrics->address());
   }
   (*engine)->Start();
   (*listener)->Serve(server.get(), &peers);
@@ -222,6 +249,7 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   log->info("shutdown signal={}", std::string(host.LastControlSource()));
   host.ReportStopping();
   (*listener)->Shutdown();
+  metrics.reset();  // before the engine stops: a scrape waits on it
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   (*engine)->Stop();
   log->info("stopped");

@@ -7,6 +7,7 @@
 #include "fs/fs.h"
 #include "ktesio/contract/error.h"
 #include "paths/paths.h"
+#include "telemetry/metrics_server.h"
 
 namespace ktesio::daemon {
 namespace {
@@ -30,7 +31,8 @@ bool ValidLogLevel(std::string_view level) {
 
 const char kDaemonUsage[] =
     "usage: ktesiod [--state-dir DIR] [--socket PATH] [--config FILE] [--system]\n"
-    "               [--socket-group GROUP] [--log-level LEVEL] [--version] [--help]\n"
+    "               [--socket-group GROUP] [--log-level LEVEL] [--metrics-listen ADDR]\n"
+    "               [--version] [--help]\n"
     "\n"
     "Runs the Ktesio daemon in the foreground, logging to stderr.\n"
     "  --state-dir DIR     state directory (default $XDG_DATA_HOME/ktesio, or /var/lib/ktesio\n"
@@ -41,7 +43,10 @@ const char kDaemonUsage[] =
     "                      /etc/ktesio/ktesiod.toml with --system)\n"
     "  --system            system-service mode: system paths, socket 0660 with a group\n"
     "  --socket-group G    group allowed to use the socket in system mode (default ktesio)\n"
-    "  --log-level LEVEL   trace|debug|info|warn|error|off (default info)\n";
+    "  --log-level LEVEL   trace|debug|info|warn|error|off (default info)\n"
+    "  --metrics-listen ADDR  serve Prometheus metrics on 127.0.0.1:PORT, [::1]:PORT,\n"
+    "                      unix:/path or (with a warning) any IP:PORT; port 0 picks one\n"
+    "                      (default off; ktesiod.toml metrics_listen)\n";
 
 absl::StatusOr<DaemonOptions> ParseDaemonFlags(const std::vector<std::string>& args) {
   DaemonOptions options;
@@ -71,7 +76,7 @@ absl::StatusOr<DaemonOptions> ParseDaemonFlags(const std::vector<std::string>& a
     } else if (flag == "--system") {
       options.paths.system_mode = true;
     } else if (flag == "--state-dir" || flag == "--socket" || flag == "--config" ||
-               flag == "--log-level" || flag == "--socket-group") {
+               flag == "--log-level" || flag == "--socket-group" || flag == "--metrics-listen") {
       if (!(taken = take()).ok()) {
         return taken.status();
       }
@@ -87,6 +92,14 @@ absl::StatusOr<DaemonOptions> ParseDaemonFlags(const std::vector<std::string>& a
       } else if (flag == "--socket-group") {
         options.socket_group = *taken;
         options.socket_group_from_flag = true;
+      } else if (flag == "--metrics-listen") {
+        if (absl::StatusOr<telemetry::ListenAddress> address =
+                telemetry::ParseListenAddress(*taken);
+            !address.ok()) {
+          return Bad(absl::StrCat("flag --metrics-listen: ", address.status().message()));
+        }
+        options.metrics_listen = *taken;
+        options.metrics_listen_from_flag = true;
       } else {
         if (!ValidLogLevel(*taken)) {
           return Bad(
@@ -151,6 +164,21 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
         return Bad(absl::StrCat(where(), ": ", std::string(status.message())));
       }
       options.config_socket = *value;
+    } else if (name == "metrics_listen") {
+      std::optional<std::string> value = node.value<std::string>();
+      if (!value) {
+        return Bad(absl::StrCat(where(), ": 'metrics_listen' must be a string"));
+      }
+      if (!value->empty()) {  // "" turns the endpoint off
+        if (absl::StatusOr<telemetry::ListenAddress> address =
+                telemetry::ParseListenAddress(*value);
+            !address.ok()) {
+          return Bad(absl::StrCat(where(), ": ", address.status().message()));
+        }
+      }
+      if (!options.metrics_listen_from_flag) {
+        options.metrics_listen = *value;
+      }
     } else if (name == "metering_ca_file") {
       std::optional<std::string> value = node.value<std::string>();
       if (!value || value->empty() || value->front() != '/') {
@@ -190,7 +218,7 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
           absl::StrCat(where(), ": unknown key '", std::string(name),
                        "' (known: version, log_level, socket, socket_group, metering_ca_file, "
                        "metering_max_request_bytes, stop_timeout_secs, max_instances, "
-                       "max_streams)"));
+                       "max_streams, metrics_listen)"));
     }
   }
   return absl::OkStatus();

@@ -22,10 +22,12 @@ struct DaemonOptions {
   uint32_t stop_timeout_secs = 30;  // graceful stop window when a command names none
   uint64_t max_instances = 10000;   // registrations beyond this are refused
   uint32_t max_streams = 1024;      // concurrent event subscriptions + log follows
+  std::string metrics_listen;       // the metrics endpoint's address; "" = off (docs/fleet.md)
   bool show_help = false;
   bool show_version = false;
   bool log_level_from_flag = false;
   bool socket_group_from_flag = false;
+  bool metrics_listen_from_flag = false;
 };
 
 // Parses argv (without argv[0]). Errors: INVALID_ARGUMENT naming the bad flag.

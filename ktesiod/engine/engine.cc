@@ -52,7 +52,7 @@ Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
       registry_(*store_, paths_.state_dir, NowUnixMs),
       config_(paths_.state_dir),
       work_(boost::asio::make_work_guard(io_)),
-      backend_(io_, process::LocateShim()),
+      backend_(io_),
       supervisor_(io_, *store_, backend_, NowUnixMs, log_,
                   supervisor::Hooks{
                       [this](const store::InstanceRow& row) { return config_.Settings(row); },
@@ -61,8 +61,9 @@ Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
                       },
                       [this](const store::InstanceRow& row, supervisor::State from,
                              supervisor::State to) { OnTransition(row, from, to); }}) {
-  if (process::LocateShim().empty()) {
-    log_->error("ktesio-shim not found next to ktesiod (or $KTESIO_SHIM); agents cannot start");
+  SyncLaunchHealth();
+  if (health_.degraded()) {
+    log_->error("degraded: {}; agents cannot start", backend_.Problem());
   }
 }
 
@@ -110,6 +111,11 @@ absl::Status Engine::GetStatus(v1::GetStatusResponse* response) {
   response->set_system_mode(paths_.system_mode);
   response->set_pid(static_cast<uint32_t>(getpid()));
   response->set_os(std::string(contract::OsName(contract::CurrentOs())));
+  response->set_metrics_address(metrics_address_);
+  SyncLaunchHealth();
+  for (const std::string& problem : health_.Problems()) {
+    response->add_problems(problem);
+  }
   absl::StatusOr<std::vector<store::InstanceRow>> rows = store_->ListInstances();
   if (!rows.ok()) {
     return rows.status();
@@ -120,6 +126,8 @@ absl::Status Engine::GetStatus(v1::GetStatusResponse* response) {
   }
   return absl::OkStatus();
 }
+
+void Engine::SyncLaunchHealth() { health_.Set("launch", backend_.Problem()); }
 
 void Engine::SetLimits(const EngineLimits& limits) {
   limits_ = limits;
@@ -153,16 +161,25 @@ absl::Status Engine::RegisterAgent(const v1::RegisterAgentRequest& request,
     return row.status();
   }
   *response->mutable_instance() = View(*row);
+  FillResourcesOf(*row, response->mutable_instance());
   return absl::OkStatus();
 }
 
 absl::Status Engine::ListAgents(v1::ListAgentsResponse* response) {
+  return ListAgentViews(response, true);
+}
+
+absl::Status Engine::ListAgentViews(v1::ListAgentsResponse* response, bool resources) {
   absl::StatusOr<std::vector<store::InstanceRow>> rows = store_->ListInstances();
   if (!rows.ok()) {
     return rows.status();
   }
   for (const store::InstanceRow& row : *rows) {
-    *response->add_instances() = View(row);
+    v1::AgentInstance* view = response->add_instances();
+    *view = View(row);
+    if (resources) {
+      FillResourcesOf(row, view);
+    }
   }
   *response->mutable_totals() = BuildFleetTotals(response->instances());
   return absl::OkStatus();
@@ -174,6 +191,7 @@ absl::Status Engine::GetAgent(const v1::GetAgentRequest& request, v1::GetAgentRe
     return row.status();
   }
   *response->mutable_instance() = View(*row);
+  FillResourcesOf(*row, response->mutable_instance());
   return absl::OkStatus();
 }
 

@@ -15,6 +15,7 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/post.hpp"
 #include "engine/config_bridge.h"
+#include "engine/health.h"
 #include "fs/directory_watch.h"
 #include "ktesio/v1/agent.pb.h"
 #include "ktesio/v1/config.pb.h"
@@ -29,6 +30,7 @@
 #include "spdlog/logger.h"
 #include "store/store.h"
 #include "supervisor/supervisor.h"
+#include "telemetry/metrics.h"
 
 namespace ktesio::daemon::engine {
 
@@ -128,9 +130,23 @@ class Engine {
   absl::Status DetachMemory(const v1::DetachMemoryRequest& request,
                             v1::DetachMemoryResponse* response);
 
+  // Telemetry (engine_metrics.cc): everything the metrics endpoint shows but the API request
+  // counts and the daemon's own process figures, read in one go on the owner thread. The
+  // agents' process trees are not sampled here (that reads /proc): `roots` says where they
+  // are, for telemetry::FillResources on the metrics thread.
+  absl::Status CollectMetrics(telemetry::MetricsSnapshot* snapshot,
+                              std::vector<telemetry::TreeRoot>* roots);
+
   // Applies new operator limits (owner thread). Existing instances and streams are kept even
   // when they exceed a lowered limit; only new ones are refused.
   void SetLimits(const EngineLimits& limits);
+
+  // What keeps the daemon from doing its job (owner thread; see Health). The daemon sets the
+  // observer that mirrors it into the gRPC health service before Start().
+  Health& health() { return health_; }
+
+  // The bound metrics endpoint, shown by GetStatus ("" = off). Set before Start().
+  void set_metrics_address(std::string address) { metrics_address_ = std::move(address); }
 
   const DaemonPaths& paths() const { return paths_; }
   int64_t started_at_ms() const { return started_at_ms_; }
@@ -145,7 +161,18 @@ class Engine {
   supervisor::Done Complete(const std::string& name, Response* response, Finish finish);
   // The read view of a row, with the config-derived fields (restart policy, memory) filled.
   v1::AgentInstance View(const store::InstanceRow& row) const;
+  // ListAgents, with the process-tree figures only when `resources` (they cost /proc reads).
+  absl::Status ListAgentViews(v1::ListAgentsResponse* response, bool resources);
+  // Sets view->resources from the row's live process tree, if any (reads /proc).
+  void FillResourcesOf(const store::InstanceRow& row, v1::AgentInstance* view) const;
   void OnTransition(const store::InstanceRow& row, supervisor::State from, supervisor::State to);
+  // Copies the process backend's problem (a missing shim) into health_.
+  void SyncLaunchHealth();
+  Health health_;
+  // Running totals of persisted events per type, advanced by CollectMetrics from this cursor.
+  std::map<std::string, uint64_t> event_counts_;
+  int64_t event_counts_cursor_ = 0;
+  std::string metrics_address_;
 
   struct Follow {
     std::string instance;

@@ -128,6 +128,7 @@ void Engine::StopFollow(uint64_t id) { follows_.erase(id); }
 
 void Engine::OnTransition(const store::InstanceRow& row, supervisor::State from,
                           supervisor::State to) {
+  SyncLaunchHealth();  // a launch may have found (or lost) the shim
   if (from == supervisor::State::kPaused && to == supervisor::State::kRunning) {
     proxy_->Unblock(row.name);  // resumed by the operator: calls may go through again
   }

@@ -157,7 +157,7 @@ absl::Status Engine::GetUsage(const v1::GetUsageRequest& request, v1::GetUsageRe
     return absl::OkStatus();
   }
   v1::ListAgentsResponse all;
-  if (absl::Status status = ListAgents(&all); !status.ok()) {
+  if (absl::Status status = ListAgentViews(&all, false); !status.ok()) {
     return status;
   }
   *response->mutable_totals() = all.totals();

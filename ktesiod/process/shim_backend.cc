@@ -17,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "boost/asio/post.hpp"
 #include "boost/asio/read_until.hpp"
@@ -126,33 +127,59 @@ std::string DescribeExit(const ExitRecord& record) {
   return "unknown exit";
 }
 
-std::string LocateShim() {
+std::string ShimSearch::Problem() const {
+  if (!path.empty()) {
+    return "";
+  }
+  return absl::StrCat("ktesio-shim not found; looked in ", absl::StrJoin(candidates, ", "));
+}
+
+ShimSearch LocateShim() {
+  ShimSearch search;
   auto executable = [](const std::string& path) { return access(path.c_str(), X_OK) == 0; };
-  if (const char* env = std::getenv("KTESIO_SHIM"); env != nullptr && executable(env)) {
-    return env;
+  if (const char* env = std::getenv("KTESIO_SHIM"); env != nullptr) {
+    if (executable(env)) {
+      search.path = env;
+      return search;
+    }
+    search.candidates.push_back(absl::StrCat("$KTESIO_SHIM (", env, ": not executable)"));
+  } else {
+    search.candidates.push_back("$KTESIO_SHIM (unset)");
   }
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) {
-    return "";
+    search.candidates.push_back("the daemon's own directory (/proc/self/exe unreadable)");
+    return search;
   }
   std::string dir(self, static_cast<size_t>(n));
   dir = dir.substr(0, dir.rfind('/'));
   for (const std::string& candidate : {dir + "/ktesio-shim", dir + "/shim/ktesio-shim"}) {
     if (executable(candidate)) {
-      return candidate;
+      search.path = candidate;
+      return search;
     }
+    search.candidates.push_back(candidate);
   }
-  return "";
+  return search;
 }
 
-ShimBackend::ShimBackend(asio::io_context& io, std::string shim_path)
-    : io_(io), shim_path_(std::move(shim_path)) {}
+ShimBackend::ShimBackend(asio::io_context& io, std::function<ShimSearch()> locate)
+    : io_(io), locate_(std::move(locate)), search_(locate_()) {}
 
 ShimBackend::~ShimBackend() = default;
 
 void ShimBackend::Launch(const LaunchSpec& spec,
                          std::function<void(absl::StatusOr<Launched>)> done) {
+  if (search_.path.empty()) {
+    search_ = locate_();
+  }
+  if (search_.path.empty()) {
+    done(LaunchError(absl::StatusCode::kFailedPrecondition,
+                     absl::StrCat("cannot start agents: ", search_.Problem())));
+    return;
+  }
+  const std::string& shim_path = search_.path;
   if (absl::Status status = fs::MakeDirs(spec.run_dir, 0700); !status.ok()) {
     done(status);
     return;
@@ -166,7 +193,7 @@ void ShimBackend::Launch(const LaunchSpec& spec,
                      absl::StrCat("cannot create the shim pipe: ", std::strerror(errno))));
     return;
   }
-  std::vector<std::string> argv = {shim_path_,
+  std::vector<std::string> argv = {shim_path,
                                    "--run-dir",
                                    spec.run_dir,
                                    "--log-dir",
@@ -204,7 +231,7 @@ void ShimBackend::Launch(const LaunchSpec& spec,
   posix_spawnattr_t attr;
   InitAttributes(&attr);
   pid_t shim_pid = 0;
-  int rc = posix_spawn(&shim_pid, shim_path_.c_str(), &actions, &attr, c_argv.pointers.data(),
+  int rc = posix_spawn(&shim_pid, shim_path.c_str(), &actions, &attr, c_argv.pointers.data(),
                        c_env.pointers.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
@@ -212,7 +239,7 @@ void ShimBackend::Launch(const LaunchSpec& spec,
   if (rc != 0) {
     close(ready[0]);
     done(LaunchError(absl::StatusCode::kInternal,
-                     absl::StrCat("cannot spawn ", shim_path_, ": ", std::strerror(rc))));
+                     absl::StrCat("cannot spawn ", shim_path, ": ", std::strerror(rc))));
     return;
   }
 

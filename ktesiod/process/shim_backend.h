@@ -6,9 +6,11 @@
 //
 // Thread-safety: engine thread only.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/posix/stream_descriptor.hpp"
@@ -16,10 +18,27 @@
 
 namespace ktesio::daemon::process {
 
+// Where ktesio-shim was looked for, and what was found.
+struct ShimSearch {
+  std::string path;                     // the executable found; "" when none
+  std::vector<std::string> candidates;  // every place looked, in order, for the message
+  // "" when found, else e.g. "ktesio-shim not found; looked in $KTESIO_SHIM (unset), /a/b".
+  std::string Problem() const;
+};
+
+// Finds ktesio-shim: $KTESIO_SHIM, else next to the running executable (installed layout), else
+// in ./shim/ beside it (build tree).
+ShimSearch LocateShim();
+
 class ShimBackend final : public ProcessBackend {
  public:
-  ShimBackend(boost::asio::io_context& io, std::string shim_path);
+  // `locate` is asked again at a launch while no shim has been found, so installing the shim
+  // after the daemon started needs no restart.
+  ShimBackend(boost::asio::io_context& io, std::function<ShimSearch()> locate = LocateShim);
   ~ShimBackend() override;
+
+  // "" when agents can be launched, else why not (the daemon reports it as degraded).
+  std::string Problem() const { return search_.Problem(); }
 
   void Launch(const LaunchSpec& spec, std::function<void(absl::StatusOr<Launched>)> done) override;
   bool WatchExit(const ProcessIdentity& shim, std::function<void()> on_exit) override;
@@ -36,13 +55,10 @@ class ShimBackend final : public ProcessBackend {
   void Reap(pid_t pid);
 
   boost::asio::io_context& io_;
-  std::string shim_path_;
+  std::function<ShimSearch()> locate_;
+  ShimSearch search_;
   uint64_t next_watch_ = 0;
   std::map<uint64_t, std::unique_ptr<Watch>> watches_;
 };
-
-// Finds ktesio-shim: $KTESIO_SHIM, else next to the running executable (installed layout), else
-// in ./shim/ beside it (build tree). Returns "" when none is executable.
-std::string LocateShim();
 
 }  // namespace ktesio::daemon::process

@@ -7,6 +7,7 @@
 // Thread-safety: not thread-safe. The engine uses it from its single owner thread.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,6 +114,21 @@ class Store {
   // Events of `log` with cursor > after, optionally for one instance, at most `limit`.
   absl::StatusOr<std::vector<EventRow>> ReadEvents(int64_t after, const std::string& instance,
                                                    int64_t limit, EventLog log = EventLog::kEvents);
+
+  // Telemetry reads (store_metrics.cc). Persisted events of the main log per type, counting
+  // only cursors > `after` (so a reader can keep running totals at the cost of new rows only).
+  struct EventCounts {
+    std::map<std::string, uint64_t> by_type;
+    int64_t last_cursor = 0;  // the newest cursor counted; `after` when none
+  };
+  absl::StatusOr<EventCounts> CountEvents(int64_t after);
+  // Budget breaches over every run, per instance name and action.
+  struct BreachCount {
+    std::string instance;
+    std::string action;
+    uint64_t count = 0;
+  };
+  absl::StatusOr<std::vector<BreachCount>> CountBreaches();
 
   // Runs `body` in one IMMEDIATE transaction; rolled back when it returns an error.
   template <typename Fn>

@@ -6,9 +6,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 
 #include "daemon_harness.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "json.h"
 
@@ -37,10 +41,10 @@ TEST(DaemonShell, StatusJsonAnswers) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::optional<Json> doc = ParseJson(r.out);
   ASSERT_TRUE(doc.has_value()) << r.out;
-  EXPECT_EQ(doc->Keys(),
-            (std::vector<std::string>{"schema_version", "daemon_version", "api_version",
-                                      "contract_version", "pid", "started_at", "uptime_ms",
-                                      "state_dir", "socket", "mode", "os", "instances"}));
+  EXPECT_EQ(doc->Keys(), (std::vector<std::string>{
+                             "schema_version", "daemon_version", "api_version", "contract_version",
+                             "pid", "started_at", "uptime_ms", "state_dir", "socket", "mode", "os",
+                             "instances", "degraded", "problems"}));
   EXPECT_EQ((*doc)["schema_version"].Int(), 1);
   EXPECT_EQ((*doc)["api_version"].string, "1.0.0");
   EXPECT_EQ((*doc)["contract_version"].string, "1.0.0");
@@ -50,10 +54,97 @@ TEST(DaemonShell, StatusJsonAnswers) {
   EXPECT_EQ((*doc)["socket"].string, daemon.socket());
   EXPECT_EQ((*doc)["mode"].string, "user");
   EXPECT_EQ((*doc)["instances"]["total"].Int(), 0);
+  EXPECT_EQ((*doc)["degraded"].type, Json::Type::kBool);
+  EXPECT_FALSE((*doc)["degraded"].boolean);
+  EXPECT_EQ((*doc)["problems"].type, Json::Type::kArray);
+  EXPECT_TRUE((*doc)["problems"].array.empty());
   // Global flags are accepted before the subcommand too.
   RunResult before = daemon.Ctl({"--json", "daemon", "status"});
   ASSERT_EQ(before.exit_code, 0);
   EXPECT_TRUE(ParseJson(before.out).has_value());
+}
+
+// The standard gRPC health service's answer for `service` (grpc.health.v1.Health/Check, encoded
+// by hand: the test has no generated health stubs): 1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN,
+// -1 when the call failed.
+int HealthStatus(const std::string& socket, const std::string& service) {
+  grpc::GenericStub stub(grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+  const std::string request =
+      service.empty() ? std::string()
+                      : std::string("\x0a") + static_cast<char>(service.size()) + service;
+  grpc::Slice slice(request);
+  grpc::ByteBuffer buffer(&slice, 1);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::CompletionQueue queue;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+      stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", buffer, &queue);
+  call->StartCall();
+  grpc::ByteBuffer reply;
+  grpc::Status status;
+  call->Finish(&reply, &status, nullptr);
+  void* tag = nullptr;
+  bool ok = false;
+  queue.Next(&tag, &ok);
+  if (!status.ok()) {
+    return status.error_code() == grpc::StatusCode::NOT_FOUND ? 3 : -1;
+  }
+  std::vector<grpc::Slice> slices;
+  if (!reply.Dump(&slices).ok()) {
+    return -1;
+  }
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : -1;
+}
+
+// A daemon that cannot start agents says so, and a start names what is missing and where it
+// looked; installing the shim resolves it without a daemon restart.
+TEST(DaemonShell, MissingShimIsReportedUntilResolved) {
+  DaemonHarness daemon;
+  namespace fs = std::filesystem;
+  const std::string bin = daemon.dir() + "/bin";
+  fs::create_directories(bin);
+  fs::copy_file(KtesiodPath(), bin + "/ktesiod");
+  daemon.set_binary(bin + "/ktesiod");
+  daemon.set_env({"KTESIO_SHIM=" + daemon.dir() + "/no-such-shim"});
+  ASSERT_TRUE(daemon.Start()) << daemon.DaemonLog();
+
+  RunResult r = daemon.Ctl({"daemon", "status", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::optional<Json> doc = ParseJson(r.out);
+  ASSERT_TRUE(doc.has_value()) << r.out;
+  EXPECT_TRUE((*doc)["degraded"].boolean);
+  ASSERT_EQ((*doc)["problems"].array.size(), 1u) << r.out;
+  const std::string problem = (*doc)["problems"].array[0].string;
+  EXPECT_NE(problem.find("ktesio-shim not found"), std::string::npos) << problem;
+  EXPECT_NE(problem.find(daemon.dir() + "/no-such-shim"), std::string::npos) << problem;
+  EXPECT_NE(problem.find(bin + "/ktesio-shim"), std::string::npos) << problem;
+  RunResult text = daemon.Ctl({"daemon", "status"});
+  EXPECT_NE(text.out.find("health:     degraded: ktesio-shim not found"), std::string::npos)
+      << text.out;
+  EXPECT_NE(daemon.DaemonLog().find("degraded: ktesio-shim not found"), std::string::npos);
+  EXPECT_EQ(HealthStatus(daemon.socket(), ""), 1);  // the daemon answers
+  EXPECT_EQ(HealthStatus(daemon.socket(), "ktesio.v1.AgentService"), 2);
+
+  ASSERT_EQ(daemon.Ctl({"agent", "register", "p", "--kind", "mock"}).exit_code, 0);
+  RunResult start = daemon.Ctl({"agent", "start", "p"});
+  EXPECT_EQ(start.exit_code, 1);
+  EXPECT_NE((start.out + start.err).find("ktesio-shim not found"), std::string::npos)
+      << start.out << start.err;
+  EXPECT_NE((start.out + start.err).find(bin + "/ktesio-shim"), std::string::npos);
+
+  fs::copy_file(KTESIO_SHIM_PATH, bin + "/ktesio-shim");
+  RunResult again = daemon.Ctl({"agent", "start", "p"});
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  std::optional<Json> healed = ParseJson(daemon.Ctl({"daemon", "status", "--json"}).out);
+  ASSERT_TRUE(healed.has_value());
+  EXPECT_FALSE((*healed)["degraded"].boolean);
+  EXPECT_TRUE((*healed)["problems"].array.empty());
+  EXPECT_EQ(HealthStatus(daemon.socket(), "ktesio.v1.AgentService"), 1);
+  EXPECT_EQ(daemon.Ctl({"agent", "stop", "p"}).exit_code, 0);
 }
 
 TEST(DaemonShell, SecondDaemonOnSameStateDirRefuses) {

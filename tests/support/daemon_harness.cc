@@ -73,8 +73,13 @@ DaemonHarness::~DaemonHarness() {
 }
 
 bool DaemonHarness::Start(const std::vector<std::string>& extra_args) {
-  std::vector<std::string> args = {KtesiodPath(), "--state-dir", state_dir_, "--socket",
-                                   socket_,       "--log-level", "debug"};
+  std::vector<std::string> args = {binary_.empty() ? KtesiodPath() : binary_,
+                                   "--state-dir",
+                                   state_dir_,
+                                   "--socket",
+                                   socket_,
+                                   "--log-level",
+                                   "debug"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = fork();
   if (pid_ == 0) {
@@ -88,6 +93,14 @@ bool DaemonHarness::Start(const std::vector<std::string>& extra_args) {
     std::string probe_dir = ProbePath().substr(0, ProbePath().rfind('/'));
     const char* path = std::getenv("PATH");
     setenv("PATH", (probe_dir + ":" + (path == nullptr ? "/usr/bin:/bin" : path)).c_str(), 1);
+    for (const std::string& entry : env_) {
+      size_t eq = entry.find('=');
+      if (eq == std::string::npos) {
+        unsetenv(entry.c_str());
+      } else {
+        setenv(entry.substr(0, eq).c_str(), entry.substr(eq + 1).c_str(), 1);
+      }
+    }
     std::vector<char*> c_args;
     for (std::string& a : args) {
       c_args.push_back(a.data());

@@ -32,6 +32,11 @@ class DaemonHarness {
   // SIGKILL, no cleanup: simulates a daemon crash.
   void Kill();
 
+  // Runs `binary` instead of the build's ktesiod from the next Start() (e.g. a copy without its
+  // shim beside it), with `env` ("NAME=value", or "NAME" to unset) applied on top of ours.
+  void set_binary(std::string binary) { binary_ = std::move(binary); }
+  void set_env(std::vector<std::string> env) { env_ = std::move(env); }
+
   // Runs ktctl against this daemon's socket.
   RunResult Ctl(const std::vector<std::string>& args, const RunOptions& options = {}) const;
 
@@ -47,6 +52,8 @@ class DaemonHarness {
   std::string socket_;
   std::string log_path_;
   pid_t pid_ = -1;
+  std::string binary_;
+  std::vector<std::string> env_;
 };
 
 // True when something accepts connections on the Unix socket at `path`.

@@ -1,0 +1,43 @@
+#pragma once
+
+// Counts finished API calls by RPC and gRPC status code for `ktesio_api_requests_total`, through
+// a server interceptor, so every RPC (unary and streaming, health and reflection included) is
+// counted in one place. The RPC label set is bounded: past kMaxRpcs distinct method names (a
+// hostile client can send any), further ones are counted as "other".
+//
+// Thread-safety: thread-safe.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "grpcpp/support/server_interceptor.h"
+#include "telemetry/metrics.h"
+
+namespace ktesio::daemon::api {
+
+class RequestCounter {
+ public:
+  static constexpr size_t kMaxRpcs = 128;
+
+  // `method` as gRPC names it ("/ktesio.v1.AgentService/StartAgent").
+  void Count(std::string_view method, grpc::StatusCode code);
+  std::vector<telemetry::ApiRequestCount> Snapshot() const;
+
+  // An interceptor factory feeding this counter, for ServerBuilder::experimental().
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> Factory();
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> counts_;  // guarded by mu_
+  std::map<std::string, bool> rpcs_;                        // guarded by mu_
+};
+
+// "OK", "NOT_FOUND", ... as gRPC spells its codes.
+const char* StatusCodeName(grpc::StatusCode code);
+
+}  // namespace ktesio::daemon::api

@@ -1,0 +1,91 @@
+#include "daemon/metrics.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
+namespace ktesio::daemon {
+namespace {
+
+constexpr auto kEngineWait = std::chrono::seconds(5);
+
+// Runs `fn` on the engine thread and waits up to `timeout` for its result; nullopt when the
+// engine did not run it in time (the result is then dropped when it comes).
+template <typename T, typename Fn>
+std::optional<T> OnEngine(engine::Engine& engine, Fn fn, std::chrono::milliseconds timeout) {
+  struct Slot {
+    std::mutex mu;
+    std::condition_variable done;
+    std::optional<T> value;
+  };
+  auto slot = std::make_shared<Slot>();
+  engine.Post([slot, fn = std::move(fn)]() mutable {
+    T value = fn();
+    std::lock_guard lock(slot->mu);
+    slot->value = std::move(value);
+    slot->done.notify_all();
+  });
+  std::unique_lock lock(slot->mu);
+  slot->done.wait_for(lock, timeout, [&] { return slot->value.has_value(); });
+  return std::move(slot->value);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> StartMetrics(
+    const std::string& listen, engine::Engine& engine, const api::RequestCounter& requests,
+    std::shared_ptr<spdlog::logger> log) {
+  absl::StatusOr<telemetry::ListenAddress> address = telemetry::ParseListenAddress(listen);
+  if (!address.ok()) {
+    return address.status();
+  }
+  telemetry::MetricsServer::Handlers handlers;
+  handlers.metrics = [&engine, &requests, log]() -> std::optional<std::string> {
+    struct Collected {
+      absl::Status status;
+      telemetry::MetricsSnapshot snapshot;
+      std::vector<telemetry::TreeRoot> roots;
+    };
+    std::optional<Collected> collected = OnEngine<Collected>(
+        engine,
+        [&engine] {
+          Collected c;
+          c.status = engine.CollectMetrics(&c.snapshot, &c.roots);
+          return c;
+        },
+        kEngineWait);
+    if (!collected.has_value()) {
+      log->warn("metrics scrape: the engine did not answer within {} s", kEngineWait.count());
+      return std::nullopt;
+    }
+    if (!collected->status.ok()) {
+      log->warn("metrics scrape failed: {}", std::string(collected->status.message()));
+      return std::nullopt;
+    }
+    telemetry::FillResources(collected->roots, &collected->snapshot.agents);
+    collected->snapshot.api_requests = requests.Snapshot();
+    collected->snapshot.self = telemetry::SampleSelf();
+    return telemetry::RenderPrometheus(collected->snapshot);
+  };
+  handlers.healthy = [&engine] {
+    return OnEngine<bool>(
+               engine, [] { return true; }, kEngineWait)
+        .has_value();
+  };
+  absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> server =
+      telemetry::MetricsServer::Start(*address, std::move(handlers), log);
+  if (!server.ok()) {
+    return server.status();
+  }
+  log->info("metrics endpoint listening on {} (GET /metrics, GET /healthz)", (*server)->address());
+  if (address->kind == telemetry::ListenAddress::Kind::kTcp && !address->loopback) {
+    log->warn(
+        "metrics endpoint {} is reachable from the network: anyone who can reach it reads "
+        "agent names, usage and spend; prefer loopback or unix: and a scraping proxy",
+        (*server)->address());
+  }
+  return server;
+}
+
+}  // namespace ktesio::daemon

@@ -1,0 +1,24 @@
+#pragma once
+
+// Wires the metrics endpoint to the engine: a scrape takes one snapshot on the engine thread
+// (bounded wait), samples the agents' process trees and the daemon's own figures on the metrics
+// thread, and renders there.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "api/request_counter.h"
+#include "engine/engine.h"
+#include "spdlog/logger.h"
+#include "telemetry/metrics_server.h"
+
+namespace ktesio::daemon {
+
+// Starts the endpoint on `listen` (already validated) and logs where it listens; warns when the
+// address is reachable from the network. The server must be destroyed before `engine` stops.
+absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> StartMetrics(
+    const std::string& listen, engine::Engine& engine, const api::RequestCounter& requests,
+    std::shared_ptr<spdlog::logger> log);
+
+}  // namespace ktesio::daemon

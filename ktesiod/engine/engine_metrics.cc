@@ -1,0 +1,83 @@
+// The engine's side of telemetry: one consistent read of what the metrics endpoint shows, and
+// the process-tree figures of the read views.
+
+#include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "engine/view.h"
+#include "ktesio/contract/declaration.h"
+#include "ktesio/v1/version.h"
+
+namespace ktesio::daemon::engine {
+namespace {
+
+// An instance whose processes may exist: their tree is worth sampling.
+std::optional<telemetry::TreeRoot> RootOf(const store::InstanceRow& row, int index) {
+  const bool live = row.state == "starting" || row.state == "running" || row.state == "paused" ||
+                    row.state == "stopping";
+  if (!live || !row.shim_pid.has_value() || *row.shim_pid <= 0) {
+    return std::nullopt;
+  }
+  return telemetry::TreeRoot{index, static_cast<int>(*row.shim_pid),
+                             static_cast<uint64_t>(row.shim_start_time.value_or(0))};
+}
+
+}  // namespace
+
+void Engine::FillResourcesOf(const store::InstanceRow& row, v1::AgentInstance* view) const {
+  if (std::optional<telemetry::TreeRoot> root = RootOf(row, 0); root.has_value()) {
+    if (std::optional<telemetry::TreeStats> tree =
+            telemetry::SampleTree(root->pid, root->start_time, false);
+        tree.has_value()) {
+      *view->mutable_resources() = telemetry::ToProcessStats(*tree);
+    }
+  }
+}
+
+absl::Status Engine::CollectMetrics(telemetry::MetricsSnapshot* snapshot,
+                                    std::vector<telemetry::TreeRoot>* roots) {
+  snapshot->daemon_version = std::string(v1::kKtesioVersion);
+  snapshot->api_version = std::string(v1::kApiVersion);
+  snapshot->contract_version = std::string(contract::kContractVersion);
+  snapshot->daemon_start_time_seconds = static_cast<double>(started_at_ms_) / 1000.0;
+  absl::StatusOr<std::vector<store::InstanceRow>> rows = store_->ListInstances();
+  if (!rows.ok()) {
+    return rows.status();
+  }
+  for (const store::InstanceRow& row : *rows) {
+    const int index = snapshot->agents.instances_size();
+    v1::AgentInstance* view = snapshot->agents.add_instances();
+    *view = View(row);
+    if (std::optional<telemetry::TreeRoot> root = RootOf(row, index); root.has_value()) {
+      roots->push_back(*root);
+    }
+    if (view->metering_source() == v1::METERING_SOURCE_ENGINE_OBSERVED) {
+      absl::StatusOr<store::Store::UsageTotals> totals = store_->Usage(row.id, row.current_run);
+      if (!totals.ok()) {
+        return totals.status();
+      }
+      telemetry::AgentCounters& counters = snapshot->counters[row.name];
+      counters.known_calls = totals->priced_events + totals->unpriced_events;
+      counters.unknown_calls = totals->unknown_calls;
+    }
+  }
+  *snapshot->agents.mutable_totals() = BuildFleetTotals(snapshot->agents.instances());
+  absl::StatusOr<std::vector<store::Store::BreachCount>> breaches = store_->CountBreaches();
+  if (!breaches.ok()) {
+    return breaches.status();
+  }
+  for (const store::Store::BreachCount& breach : *breaches) {
+    snapshot->counters[breach.instance].breaches_by_action[breach.action] = breach.count;
+  }
+  absl::StatusOr<store::Store::EventCounts> events = store_->CountEvents(event_counts_cursor_);
+  if (!events.ok()) {
+    return events.status();
+  }
+  for (const auto& [type, count] : events->by_type) {
+    event_counts_[type] += count;
+  }
+  event_counts_cursor_ = events->last_cursor;
+  snapshot->events_by_type = event_counts_;
+  return absl::OkStatus();
+}
+
+}  // namespace ktesio::daemon::engine

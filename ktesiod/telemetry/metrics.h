@@ -1,0 +1,66 @@
+#pragma once
+
+// The Prometheus exposition of the daemon (text format 0.0.4): what it renders is a plain
+// snapshot taken on the engine thread in one go, so a scrape shows the numbers `ktctl agent list
+// --json` would have shown at that instant. Rendering is pure and runs on the metrics thread.
+//
+// Names follow Prometheus practice: one `ktesio_` prefix, base units (seconds, bytes, dollars),
+// `_total` for counters, bounded label values (instance names are bounded by max_instances), no
+// host label (the scraper adds `instance`).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "ktesio/v1/agent.pb.h"
+#include "telemetry/proc_stats.h"
+
+namespace ktesio::daemon::telemetry {
+
+struct AgentCounters {
+  uint64_t known_calls = 0;    // engine-observed calls whose usage the provider reported
+  uint64_t unknown_calls = 0;  // engine-observed calls without usage
+  std::map<std::string, uint64_t> breaches_by_action;  // "pause" | "stop" | "warn"
+};
+
+struct ApiRequestCount {
+  std::string rpc;   // "ktesio.v1.AgentService/StartAgent"
+  std::string code;  // "OK", "NOT_FOUND", ...
+  uint64_t count = 0;
+};
+
+struct MetricsSnapshot {
+  std::string daemon_version, api_version, contract_version;
+  double daemon_start_time_seconds = 0;
+  v1::ListAgentsResponse agents;  // with resources filled where the agent has processes
+  std::map<std::string, AgentCounters> counters;  // by instance name
+  std::map<std::string, uint64_t> events_by_type;
+  std::vector<ApiRequestCount> api_requests;
+  SelfStats self;
+};
+
+// Where an agent's process tree is: instance `index` of MetricsSnapshot::agents, under the shim
+// `pid` (verified by its start time).
+struct TreeRoot {
+  int index = 0;
+  int pid = 0;
+  uint64_t start_time = 0;
+};
+
+// Samples each root's process tree and sets the instance's `resources` (left unset when the
+// tree is gone).
+void FillResources(const std::vector<TreeRoot>& roots, v1::ListAgentsResponse* agents);
+
+// The resources message of a sampled tree.
+v1::ProcessStats ToProcessStats(const TreeStats& tree);
+
+// Renders `snapshot` as Prometheus text exposition format 0.0.4.
+std::string RenderPrometheus(const MetricsSnapshot& snapshot);
+
+// The content type of that format.
+inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace ktesio::daemon::telemetry
