@@ -171,6 +171,20 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
     return 1;
   }
 
+  // The metrics endpoint is bound before the API socket: a client that reaches the socket never
+  // meets a daemon about to fail on its metrics address.
+  api::RequestCounter requests;
+  std::unique_ptr<telemetry::MetricsServer> metrics;
+  if (!options.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> started = StartMetrics(
+        options.metrics_listen, **engine, requests, MakeLogger("metrics", options.log_level));
+    if (!started.ok()) {
+      log->error("start failed: {}", std::string(started.status().message()));
+      return 1;
+    }
+    metrics = std::move(*started);
+    (*engine)->set_metrics_address(metrics->address());
+  }
   absl::StatusOr<std::unique_ptr<server::Listener>> listener;
   if (std::optional<int> inherited = server::InheritedListenFd(); inherited.has_value()) {
     listener = server::Listener::Adopt(*inherited, paths->socket_path);
@@ -201,7 +215,6 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  api::RequestCounter requests;
   {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
     counting.push_back(requests.Factory());
@@ -223,18 +236,6 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   (*engine)->health().SetObserver([health](bool degraded) {
     health->SetServingStatus(std::string(v1::AgentService::service_full_name()), !degraded);
   });
-  std::unique_ptr<telemetry::MetricsServer> metrics;
-  if (!options.metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> started = StartMetrics(
-        options.metrics_listen, **engine, requests, MakeLogger("metrics", options.log_level));
-    if (!started.ok()) {
-      log->error("start failed: {}", std::string(started.status().message()));
-      server->Shutdown();
-      return 1;
-    }
-    metrics = std::move(*started);
-    (*engine)->set_metrics_address(metrics->address());
-  }
   (*engine)->Start();
   (*listener)->Serve(server.get(), &peers);
   log->info("ready version={} api={} contract={} pid={} state_dir={} socket={} mode={}",

@@ -264,6 +264,7 @@ void Engine::RemoveAgent(const v1::RemoveAgentRequest& request, v1::RemoveAgentR
       finish(status);
       return;
     }
+    proxy_->Forget(current->name);  // its metrics go with it
     response->set_name(current->name);
     response->set_agent_home(current->home);
     response->set_home_deleted(request.delete_home());

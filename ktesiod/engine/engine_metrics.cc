@@ -61,6 +61,13 @@ absl::Status Engine::CollectMetrics(telemetry::MetricsSnapshot* snapshot,
     }
   }
   *snapshot->agents.mutable_totals() = BuildFleetTotals(snapshot->agents.instances());
+  for (auto& [name, stats] : proxy_->Stats()) {
+    if (snapshot->counters.contains(name)) {  // an engine-observed instance that still exists
+      telemetry::ProxyFigures& figures = snapshot->proxy[name];
+      figures.added_before_first_byte = stats.added_before_first_byte;
+      figures.upstream_errors = std::move(stats.upstream_errors);
+    }
+  }
   absl::StatusOr<std::vector<store::Store::BreachCount>> breaches = store_->CountBreaches();
   if (!breaches.ok()) {
     return breaches.status();

@@ -33,10 +33,10 @@ std::string Escape(absl::string_view value) {
   return out;
 }
 
-// The shortest text that reads back as exactly `value`.
+// The shortest plain decimal (no exponent) that reads back as exactly `value`.
 std::string Float(double value) {
-  char buffer[64];
-  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  char buffer[400];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::fixed);
   return ec == std::errc() ? std::string(buffer, end) : "NaN";
 }
 
@@ -228,6 +228,42 @@ void RenderBudgets(const MetricsSnapshot& s, Writer& w) {
   }
 }
 
+void RenderProxy(const MetricsSnapshot& s, Writer& w) {
+  w.Family("ktesio_proxy_request_duration_seconds", "histogram",
+           "Time the metering proxy added before a response's first byte reached the agent.");
+  for (const v1::AgentInstance& a : s.agents.instances()) {
+    if (a.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED) {
+      continue;
+    }
+    auto it = s.proxy.find(a.name());
+    const LatencyHistogram h =
+        it == s.proxy.end() ? LatencyHistogram{} : it->second.added_before_first_byte;
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i <= kLatencyBuckets.size(); ++i) {
+      cumulative += h.counts[i];
+      const std::string le = i < kLatencyBuckets.size() ? Float(kLatencyBuckets[i]) : "+Inf";
+      w.Sample("ktesio_proxy_request_duration_seconds_bucket",
+               Labels({{"agent", a.name()}, {"le", le}}), std::to_string(cumulative));
+    }
+    w.Sample("ktesio_proxy_request_duration_seconds_sum", Labels({{"agent", a.name()}}),
+             Float(h.sum));
+    w.Sample("ktesio_proxy_request_duration_seconds_count", Labels({{"agent", a.name()}}),
+             std::to_string(h.count));
+  }
+  w.Family("ktesio_proxy_upstream_errors_total", "counter",
+           "Upstream failures of the metering proxy, by reason (since the daemon started).");
+  for (const v1::AgentInstance& a : s.agents.instances()) {
+    auto it = s.proxy.find(a.name());
+    if (a.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED || it == s.proxy.end()) {
+      continue;
+    }
+    for (const auto& [reason, count] : it->second.upstream_errors) {
+      w.Sample("ktesio_proxy_upstream_errors_total",
+               Labels({{"agent", a.name()}, {"reason", reason}}), std::to_string(count));
+    }
+  }
+}
+
 void RenderResources(const MetricsSnapshot& s, Writer& w) {
   w.Family("ktesio_agent_cpu_seconds_total", "counter",
            "CPU time of the agent's whole process tree in its current run.");
@@ -288,6 +324,7 @@ std::string RenderPrometheus(const MetricsSnapshot& snapshot) {
   Writer w;
   RenderDaemon(snapshot, w);
   RenderAgents(snapshot, w);
+  RenderProxy(snapshot, w);
   RenderResources(snapshot, w);
   return w.Take();
 }

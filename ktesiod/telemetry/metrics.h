@@ -16,6 +16,7 @@
 
 #include "absl/strings/string_view.h"
 #include "ktesio/v1/agent.pb.h"
+#include "telemetry/histogram.h"
 #include "telemetry/proc_stats.h"
 
 namespace ktesio::daemon::telemetry {
@@ -24,6 +25,12 @@ struct AgentCounters {
   uint64_t known_calls = 0;    // engine-observed calls whose usage the provider reported
   uint64_t unknown_calls = 0;  // engine-observed calls without usage
   std::map<std::string, uint64_t> breaches_by_action;  // "pause" | "stop" | "warn"
+};
+
+// What the metering proxy measured for one engine-observed instance.
+struct ProxyFigures {
+  LatencyHistogram added_before_first_byte;
+  std::map<std::string, uint64_t> upstream_errors;  // by reason
 };
 
 struct ApiRequestCount {
@@ -37,6 +44,7 @@ struct MetricsSnapshot {
   double daemon_start_time_seconds = 0;
   v1::ListAgentsResponse agents;  // with resources filled where the agent has processes
   std::map<std::string, AgentCounters> counters;  // by instance name
+  std::map<std::string, ProxyFigures> proxy;      // by instance name (engine-observed only)
   std::map<std::string, uint64_t> events_by_type;
   std::vector<ApiRequestCount> api_requests;
   SelfStats self;

@@ -223,6 +223,14 @@ TEST_F(MetricsTest, FiguresEqualTheCliAndContinueAcrossADaemonCrash) {
   EXPECT_GT(Number(text, "ktesio_agent_resident_memory_bytes{agent=\"s\"}"), 100000);
   EXPECT_GT(Number(text, "ktesio_agent_resident_memory_bytes{agent=\"e\"}"), 1000000);
   EXPECT_GE(Number(text, "ktesio_agent_cpu_seconds_total{agent=\"e\"}"), 0);
+  // Both calls were relayed: two observations of the time the proxy added.
+  EXPECT_EQ(SampleValue(text, "ktesio_proxy_request_duration_seconds_count{agent=\"e\"}"), "2");
+  EXPECT_EQ(
+      SampleValue(text, "ktesio_proxy_request_duration_seconds_bucket{agent=\"e\",le=\"+Inf\"}"),
+      "2");
+  EXPECT_GT(Number(text, "ktesio_proxy_request_duration_seconds_sum{agent=\"e\"}"), 0);
+  EXPECT_EQ(text.find("ktesio_proxy_request_duration_seconds_count{agent=\"s\"}"),
+            std::string::npos);
   EXPECT_GE(Number(text, "ktesio_events_total{type=\"transition\"}"), 4);
   EXPECT_GE(Number(text, "ktesio_events_total{type=\"usage_update\"}"), 2);
   EXPECT_GE(Number(text,
@@ -258,6 +266,24 @@ TEST_F(MetricsTest, FiguresEqualTheCliAndContinueAcrossADaemonCrash) {
   EXPECT_EQ(text.find("agent=\"s\""), std::string::npos) << text;
   EXPECT_NE(text.find("agent=\"e\""), std::string::npos);
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "e"}).exit_code, 0);
+}
+
+TEST_F(MetricsTest, UpstreamErrorsAreCountedByReason) {
+  RegisterObserved("x");
+  ASSERT_EQ(daemon_
+                .Ctl({"agent", "config", "set", "x", "metering.upstream_base_url",
+                      "http://127.0.0.1:9/v1"})  // discard port: nothing listens
+                .exit_code,
+            0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "x"}).exit_code, 0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "send", "x", "chat"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] {
+    return SampleValue(Scrape(),
+                       "ktesio_proxy_upstream_errors_total{agent=\"x\",reason=\"connect\"}") == "1";
+  })) << Scrape();
+  // Nothing was relayed, so nothing was observed.
+  EXPECT_EQ(SampleValue(Scrape(), "ktesio_proxy_request_duration_seconds_count{agent=\"x\"}"), "0");
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "x", "--timeout", "0"}).exit_code, 0);
 }
 
 TEST_F(MetricsTest, BudgetsAndBreaches) {
@@ -351,18 +377,24 @@ TEST(MetricsListen, UnixSocketConfigFileAndBadAddresses) {
 TEST(MetricsListen, NetworkAddressWarnsAndAPortInUseRefusesToStart) {
   DaemonHarness open;
   ASSERT_TRUE(open.Start({"--metrics-listen", "0.0.0.0:0"})) << open.DaemonLog();
-  EXPECT_NE(open.DaemonLog().find("is reachable from the network"), std::string::npos);
+  EXPECT_TRUE(WaitFor([&] {
+    return open.DaemonLog().find("is reachable from the network") != std::string::npos;
+  })) << open.DaemonLog();
   std::optional<Json> doc = ParseJson(open.Ctl({"daemon", "status", "--json"}).out);
   ASSERT_TRUE(doc.has_value());
   const std::string address = (*doc)["metrics_address"].string;
   ASSERT_EQ(address.rfind("0.0.0.0:", 0), 0u) << address;
 
   // The same port again: a second daemon refuses to start, naming the address.
-  DaemonHarness second;
-  EXPECT_FALSE(second.Start({"--metrics-listen", address}));
-  EXPECT_NE(second.DaemonLog().find("metrics endpoint: cannot listen on " + address),
+  // The endpoint is bound before the API socket, so nothing ever answers on that socket.
+  TempDir other;
+  RunResult second = RunProcess({KtesiodPath(), "--state-dir", other / "state", "--socket",
+                                 other / "d.sock", "--metrics-listen", address});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("start failed: metrics endpoint: cannot listen on " + address),
             std::string::npos)
-      << second.DaemonLog();
+      << second.err;
+  EXPECT_FALSE(std::filesystem::exists(other / "d.sock"));
 }
 
 }  // namespace

@@ -190,15 +190,27 @@ struct MeteringProxy::Impl {
   std::thread thread;
   mutable std::mutex mu;
   std::map<std::string, std::shared_ptr<Listener>> listeners;  // guarded by mu
+  std::map<std::string, ProxyInstanceStats> stats;             // guarded by mu
+
+  void CountError(const std::string& instance, const char* reason) {
+    std::lock_guard lock(mu);
+    stats[instance].upstream_errors[reason] += 1;
+  }
+  void ObserveAdded(const std::string& instance, std::chrono::steady_clock::duration added) {
+    std::lock_guard lock(mu);
+    stats[instance].added_before_first_byte.Observe(std::chrono::duration<double>(added).count());
+  }
 
   asio::awaitable<void> Accept(std::shared_ptr<Listener> listener);
   asio::awaitable<void> Serve(std::shared_ptr<Listener> listener, std::shared_ptr<ConnState> conn);
-  asio::awaitable<bool> Connect(const Upstream& upstream, UpstreamConn& up);
+  asio::awaitable<bool> Connect(const Upstream& upstream, UpstreamConn& up,
+                                const std::string& instance);
   template <class Stream>
   asio::awaitable<Exchange> Relay(Stream& upstream_stream, UpstreamConn& up, ConnState& conn,
                                   http::request<http::string_body>& out, bool reused,
                                   const RequestPlan& plan, bool head_request, int client_version,
-                                  bool& keep_alive, const std::string& instance);
+                                  bool& keep_alive, const std::string& instance,
+                                  std::chrono::steady_clock::duration added_before);
   void Report(const std::string& instance, const RequestPlan& plan, const ResponseMeter& meter,
               unsigned status);
   void CloseListener(Listener& listener);
@@ -337,6 +349,16 @@ uint16_t MeteringProxy::Port(const std::string& instance) const {
   return ec ? 0 : endpoint.port();
 }
 
+std::map<std::string, ProxyInstanceStats> MeteringProxy::Stats() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->stats;
+}
+
+void MeteringProxy::Forget(const std::string& instance) {
+  std::lock_guard lock(impl_->mu);
+  impl_->stats.erase(instance);
+}
+
 void MeteringProxy::Impl::CloseListener(Listener& listener) {
   listener.closed = true;
   error_code ignored;
@@ -370,13 +392,15 @@ asio::awaitable<void> MeteringProxy::Impl::Accept(std::shared_ptr<Listener> list
   }
 }
 
-asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, UpstreamConn& up) {
+asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, UpstreamConn& up,
+                                                   const std::string& instance) {
   up.Reset();
   error_code ec;
   tcp::resolver resolver(io);
   auto results = co_await resolver.async_resolve(upstream.host, upstream.port, Await(ec));
   if (ec) {
     log->warn("metering proxy: upstream name resolution failed ({})", ec.message());
+    CountError(instance, "resolve");
     co_return false;
   }
   if (upstream.tls) {
@@ -388,6 +412,7 @@ asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, Ups
   co_await up.lowest().async_connect(results, Await(ec));
   if (ec) {
     log->warn("metering proxy: upstream connect failed ({})", ec.message());
+    CountError(instance, "connect");
     up.Reset();
     co_return false;
   }
@@ -396,6 +421,7 @@ asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, Ups
     // SNI, and the certificate must name the host (verified against the system store + CA file).
     if (!SSL_set_tlsext_host_name(up.tls->native_handle(), upstream.host.c_str())) {
       log->warn("metering proxy: could not set TLS server name");
+      CountError(instance, "tls");
       up.Reset();
       co_return false;
     }
@@ -403,6 +429,7 @@ asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, Ups
     co_await up.tls->async_handshake(ssl::stream_base::client, Await(ec));
     if (ec) {
       log->warn("metering proxy: upstream TLS handshake failed ({})", ec.message());
+      CountError(instance, "tls");
       up.Reset();
       co_return false;
     }
@@ -445,12 +472,16 @@ template <class Stream>
 asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
     Stream& upstream_stream, UpstreamConn& up, ConnState& conn,
     http::request<http::string_body>& out, bool reused, const RequestPlan& plan, bool head_request,
-    int client_version, bool& keep_alive, const std::string& instance) {
+    int client_version, bool& keep_alive, const std::string& instance,
+    std::chrono::steady_clock::duration added_before) {
   error_code ec;
   up.idle.Touch(up.lowest(), options.idle_timeout);
   co_await http::async_write(upstream_stream, out, Await(ec));
   if (ec) {
     log->debug("metering proxy: upstream write failed reused={} ({})", reused, ec.message());
+    if (!reused) {
+      CountError(instance, "write");
+    }
     co_return reused ? Exchange::kRetry : Exchange::kBadGateway;
   }
   http::response_parser<http::buffer_body> parser;
@@ -462,8 +493,16 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   co_await http::async_read_header(upstream_stream, up.buffer, parser, Await(ec));
   if (ec) {
     log->warn("metering proxy: reading the upstream response head failed ({})", ec.message());
-    co_return reused&& up.buffer.size() == 0 ? Exchange::kRetry : Exchange::kBadGateway;
+    const bool retry = reused && up.buffer.size() == 0;
+    if (!retry) {
+      CountError(instance, "response_head");
+    }
+    co_return retry ? Exchange::kRetry : Exchange::kBadGateway;
   }
+  // The proxy's own time before the first byte: what it spent before the upstream write, plus
+  // from the latest arrival from the provider to the first write to the agent.
+  auto arrived = std::chrono::steady_clock::now();
+  bool first_written = false;
   auto& response = parser.get();
   const unsigned status = response.result_int();
   ResponseMeter meter(plan.shape, plan.injected, out.method() == http::verb::post);
@@ -531,6 +570,10 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       co_return true;
     }
     error_code write_ec;
+    if (!first_written) {
+      first_written = true;
+      ObserveAdded(instance, added_before + (std::chrono::steady_clock::now() - arrived));
+    }
     conn.client_idle.Touch(conn.client, options.idle_timeout);
     co_await asio::async_write(conn.client, pieces, Await(write_ec));
     pending.clear();
@@ -593,6 +636,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       response.body().size = buffer.size();
       up.idle.Touch(up.lowest(), options.idle_timeout);
       co_await http::async_read_some(upstream_stream, up.buffer, parser, Await(ec));
+      arrived = std::chrono::steady_clock::now();
       if (ec == http::error::need_buffer) {
         ec = {};
       }
@@ -609,6 +653,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
     }
     if (ec) {
       cut = true;
+      CountError(instance, "cut");
       meter.Finish(false, forward);
       co_await flush(forward, false);  // relay what came; no terminating chunk
       break;
@@ -670,6 +715,7 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
       }
       co_return;
     }
+    const auto request_read = std::chrono::steady_clock::now();
     http::request<http::string_body> request = parser.release();
     bool keep_alive = WantsKeepAlive(request.base());
     const std::string_view method(request.method_string().data(), request.method_string().size());
@@ -713,16 +759,19 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
     Exchange result = Exchange::kBadGateway;
     for (int attempt = 0; attempt < 2; ++attempt) {
       const bool reused = conn->up.open();
-      if (!reused && !co_await Connect(*upstream, conn->up)) {
-        result = Exchange::kBadGateway;
-        break;
+      auto before = std::chrono::steady_clock::now() - request_read;
+      if (!reused) {
+        if (!co_await Connect(*upstream, conn->up, listener->instance)) {
+          result = Exchange::kBadGateway;
+          break;
+        }
       }
       if (conn->up.tls) {
         result = co_await Relay(*conn->up.tls, conn->up, *conn, out, reused, plan, head_request,
-                                request.version(), keep_alive, listener->instance);
+                                request.version(), keep_alive, listener->instance, before);
       } else {
         result = co_await Relay(*conn->up.plain, conn->up, *conn, out, reused, plan, head_request,
-                                request.version(), keep_alive, listener->instance);
+                                request.version(), keep_alive, listener->instance, before);
       }
       if (result != Exchange::kRetry) {
         break;

@@ -27,6 +27,7 @@
 #include "metering/proxy/upstream.h"
 #include "metering/usage_extract.h"
 #include "spdlog/logger.h"
+#include "telemetry/histogram.h"
 
 namespace ktesio::daemon::metering {
 
@@ -45,6 +46,18 @@ struct CallRecord {
   bool known = false;  // false: a model call whose usage was absent or cut off
   TokenUsage usage;
   unsigned status = 0;
+};
+
+// What the proxy measured for one instance since the daemon started (for the metrics endpoint).
+struct ProxyInstanceStats {
+  // Time the proxy itself added before a response's first byte reached the agent: from the
+  // complete request to the start of the upstream write (connecting excluded), plus from the
+  // arrival of the response bytes to their first write to the agent. One per relayed response.
+  telemetry::LatencyHistogram added_before_first_byte;
+  // Upstream failures by reason: "resolve", "connect", "tls", "write", "response_head" (each
+  // answered with 502 unless a retry on a fresh connection succeeded) and "cut" (a response cut
+  // off after it began).
+  std::map<std::string, uint64_t> upstream_errors;
 };
 
 class MeteringProxy {
@@ -72,6 +85,10 @@ class MeteringProxy {
   void Unblock(const std::string& instance);
   // The port of an open listener, 0 when none.
   uint16_t Port(const std::string& instance) const;
+  // A copy of the measurements of every instance that had traffic (kept while the listener
+  // closes and reopens; dropped by Forget when the instance is removed).
+  std::map<std::string, ProxyInstanceStats> Stats() const;
+  void Forget(const std::string& instance);
 
   struct Impl;
 

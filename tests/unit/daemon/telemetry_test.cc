@@ -50,6 +50,9 @@ MetricsSnapshot Sample() {
   s.counters["alpha"].known_calls = 9;
   s.counters["alpha"].unknown_calls = 2;
   s.counters["alpha"].breaches_by_action["pause"] = 1;
+  s.proxy["alpha"].added_before_first_byte.Observe(0.00048828125);  // 2^-11: exact sums
+  s.proxy["alpha"].added_before_first_byte.Observe(2.0);
+  s.proxy["alpha"].upstream_errors["connect"] = 4;
   s.events_by_type["transition"] = 12;
   s.api_requests.push_back({"ktesio.v1.AgentService/StartAgent", "OK", 5});
   s.self.open_fds = 17;
@@ -97,6 +100,22 @@ TEST(RenderPrometheus, ExactSamples) {
   EXPECT_TRUE(HasLine(
       text, "ktesio_api_requests_total{rpc=\"ktesio.v1.AgentService/StartAgent\",code=\"OK\"} 5"));
   EXPECT_TRUE(HasLine(text, "process_open_fds 17"));
+  // The histogram: cumulative buckets, +Inf, sum and count.
+  EXPECT_TRUE(HasLine(
+      text, "ktesio_proxy_request_duration_seconds_bucket{agent=\"alpha\",le=\"0.00025\"} 0"));
+  EXPECT_TRUE(HasLine(
+      text, "ktesio_proxy_request_duration_seconds_bucket{agent=\"alpha\",le=\"0.0005\"} 1"));
+  EXPECT_TRUE(
+      HasLine(text, "ktesio_proxy_request_duration_seconds_bucket{agent=\"alpha\",le=\"1\"} 1"));
+  EXPECT_TRUE(
+      HasLine(text, "ktesio_proxy_request_duration_seconds_bucket{agent=\"alpha\",le=\"+Inf\"} 2"));
+  EXPECT_TRUE(HasLine(text, "ktesio_proxy_request_duration_seconds_count{agent=\"alpha\"} 2"));
+  EXPECT_TRUE(
+      HasLine(text, "ktesio_proxy_request_duration_seconds_sum{agent=\"alpha\"} 2.00048828125"));
+  EXPECT_TRUE(
+      HasLine(text, "ktesio_proxy_upstream_errors_total{agent=\"alpha\",reason=\"connect\"} 4"));
+  EXPECT_EQ(text.find("ktesio_proxy_request_duration_seconds_count{agent=\"beta\"}"),
+            std::string::npos);
   EXPECT_TRUE(HasLine(text, "# TYPE ktesio_agent_tokens_total counter"));
   EXPECT_TRUE(HasLine(text, "# TYPE ktesio_agent_resident_memory_bytes gauge"));
 }
