@@ -12,7 +12,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -73,12 +72,14 @@ struct ShimBackend::Watch {
 };
 
 absl::StatusOr<int64_t> ProcessStartTime(pid_t pid) {
-  std::ifstream file(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  size_t paren = text.rfind(')');
-  if (!file.good() && text.empty()) {
+  // fs::ReadFile (POSIX read), never a filebuf: libstdc++'s filebuf throws when read() fails,
+  // as it does (ESRCH) on the /proc files of a process that exits meanwhile.
+  absl::StatusOr<std::string> read = fs::ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  if (!read.ok() || read->empty()) {
     return absl::NotFoundError(absl::StrCat("no process ", pid));
   }
+  const std::string& text = *read;
+  size_t paren = text.rfind(')');
   if (paren == std::string::npos) {
     return absl::NotFoundError(absl::StrCat("unreadable /proc/", pid, "/stat"));
   }
@@ -399,8 +400,8 @@ bool ShimBackend::GroupAlive(pid_t leader) {
     if (!absl::SimpleAtoi(entry->d_name, &pid)) {
       continue;
     }
-    std::ifstream file(absl::StrCat("/proc/", pid, "/stat"));
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    // A process may exit while we read: POSIX reads (see ProcessStartTime), a failure skips it.
+    const std::string text = fs::ReadFile(absl::StrCat("/proc/", pid, "/stat")).value_or("");
     size_t paren = text.rfind(')');
     if (paren == std::string::npos || paren + 2 >= text.size()) {
       continue;

@@ -4,8 +4,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
 #include <unordered_set>
@@ -15,14 +13,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "fs/fs.h"
 
 namespace ktesio::daemon::telemetry {
 namespace {
 
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+// POSIX reads, never a filebuf: libstdc++'s filebuf throws when read() fails, which the /proc
+// files of an exiting process do (ESRCH). Any failure reads as "".
+std::string ReadSmallFile(const std::string& path) { return fs::ReadFile(path).value_or(""); }
 
 // The fields of /proc/PID/stat after the command name: [0] is field 3 (state).
 struct Stat {

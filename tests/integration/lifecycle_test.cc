@@ -22,8 +22,7 @@ namespace {
 
 bool ProcessAlive(pid_t pid) {
   // A zombie still answers kill(); read the state to tell.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::string text = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/stat");
   size_t paren = text.rfind(')');
   return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
 }

@@ -149,10 +149,19 @@ TempDir::~TempDir() {
 }
 
 std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream out;
-  out << file.rdbuf();
-  return out.str();
+  // POSIX reads, not a filebuf: libstdc++'s filebuf throws when read() fails, which /proc files
+  // of an exiting process do (ESRCH).
+  std::string content;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return content;
+  }
+  char buffer[65536];
+  for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) {
+    content.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return content;
 }
 
 void WriteFileOrDie(const std::string& path, const std::string& content) {
