@@ -54,6 +54,19 @@ std::string Dollars(int64_t micros) {
                       fraction);
 }
 
+// The class of a failed cause ("crash-loop{3 consecutive crashes, …}" -> "crash-loop"), from
+// a fixed set so the label stays bounded.
+const char* CauseClass(absl::string_view cause) {
+  for (const char* known : {"crash-loop", "crashed", "launch-error", "lost", "budget-exceeded"}) {
+    const absl::string_view k(known);
+    if (cause.substr(0, k.size()) == k &&
+        (cause.size() == k.size() || cause[k.size()] == '{' || cause[k.size()] == ' ')) {
+      return known;
+    }
+  }
+  return "other";
+}
+
 const char* SourceName(v1::MeteringSource source) {
   switch (source) {
     case v1::METERING_SOURCE_SELF_REPORTED:
@@ -141,6 +154,15 @@ void RenderAgents(const MetricsSnapshot& s, Writer& w) {
                a.state() == state ? "1" : "0");
     }
   }
+  w.Family("ktesio_agent_failed", "gauge",
+           "1 while the agent is failed, with the class of its cause (crash-loop: no further "
+           "restart).");
+  for (const v1::AgentInstance& a : agents) {
+    if (a.state() == v1::AGENT_STATE_FAILED) {
+      w.Sample("ktesio_agent_failed",
+               Labels({{"agent", a.name()}, {"cause", CauseClass(a.failed_cause())}}), "1");
+    }
+  }
   w.Family("ktesio_agent_restarts_total", "counter",
            "Automatic restarts since the last operator start (which resets it).");
   for (const v1::AgentInstance& a : agents) {
@@ -218,12 +240,24 @@ void RenderBudgets(const MetricsSnapshot& s, Writer& w) {
   for (const Line& line : lines) {
     w.Sample("ktesio_agent_budget_remaining", line.labels, line.remaining);
   }
+  // Every action of every budgeted instance is exposed, zeros included, so increase() sees a
+  // first breach (a series born at 1 would hide it).
   w.Family("ktesio_agent_budget_breaches_total", "counter",
            "Budget breaches over every run, by the action taken.");
-  for (const auto& [name, counters] : s.counters) {
-    for (const auto& [action, count] : counters.breaches_by_action) {
-      w.Sample("ktesio_agent_budget_breaches_total", Labels({{"agent", name}, {"action", action}}),
-               std::to_string(count));
+  for (const v1::AgentInstance& a : s.agents.instances()) {
+    auto it = s.counters.find(a.name());
+    std::map<std::string, uint64_t> by_action;
+    if (a.has_budget()) {
+      by_action = {{"pause", 0}, {"stop", 0}, {"warn", 0}};
+    }
+    if (it != s.counters.end()) {
+      for (const auto& [action, count] : it->second.breaches_by_action) {
+        by_action[action] = count;
+      }
+    }
+    for (const auto& [action, count] : by_action) {
+      w.Sample("ktesio_agent_budget_breaches_total",
+               Labels({{"agent", a.name()}, {"action", action}}), std::to_string(count));
     }
   }
 }
@@ -253,11 +287,18 @@ void RenderProxy(const MetricsSnapshot& s, Writer& w) {
   w.Family("ktesio_proxy_upstream_errors_total", "counter",
            "Upstream failures of the metering proxy, by reason (since the daemon started).");
   for (const v1::AgentInstance& a : s.agents.instances()) {
-    auto it = s.proxy.find(a.name());
-    if (a.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED || it == s.proxy.end()) {
+    if (a.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED) {
       continue;
     }
-    for (const auto& [reason, count] : it->second.upstream_errors) {
+    // Every reason, zeros included, so increase() sees a first error.
+    std::map<std::string, uint64_t> by_reason = {{"resolve", 0}, {"connect", 0},       {"tls", 0},
+                                                 {"write", 0},   {"response_head", 0}, {"cut", 0}};
+    if (auto it = s.proxy.find(a.name()); it != s.proxy.end()) {
+      for (const auto& [reason, count] : it->second.upstream_errors) {
+        by_reason[reason] = count;
+      }
+    }
+    for (const auto& [reason, count] : by_reason) {
       w.Sample("ktesio_proxy_upstream_errors_total",
                Labels({{"agent", a.name()}, {"reason", reason}}), std::to_string(count));
     }

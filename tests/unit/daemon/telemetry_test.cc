@@ -47,6 +47,16 @@ MetricsSnapshot Sample() {
   b->set_kind("mock");
   b->set_state(v1::AGENT_STATE_STOPPED);
   b->set_metering_source(v1::METERING_SOURCE_SELF_REPORTED);
+  v1::AgentInstance* c = s.agents.add_instances();
+  c->set_name("gamma");
+  c->set_kind("mock");
+  c->set_state(v1::AGENT_STATE_FAILED);
+  c->set_failed_cause("crash-loop{5 consecutive crashes, last: exit code 3}");
+  v1::AgentInstance* d = s.agents.add_instances();
+  d->set_name("delta");
+  d->set_kind("mock");
+  d->set_state(v1::AGENT_STATE_FAILED);
+  d->set_failed_cause("something new{x}");
   s.counters["alpha"].known_calls = 9;
   s.counters["alpha"].unknown_calls = 2;
   s.counters["alpha"].breaches_by_action["pause"] = 1;
@@ -68,6 +78,9 @@ TEST(RenderPrometheus, ExactSamples) {
   EXPECT_TRUE(HasLine(text, "ktesio_daemon_start_time_seconds 1764633600.125"));
   EXPECT_TRUE(HasLine(text, "ktesio_agents{state=\"running\"} 1"));
   EXPECT_TRUE(HasLine(text, "ktesio_agents{state=\"stopped\"} 1"));
+  EXPECT_TRUE(HasLine(text, "ktesio_agent_failed{agent=\"gamma\",cause=\"crash-loop\"} 1"));
+  EXPECT_TRUE(HasLine(text, "ktesio_agent_failed{agent=\"delta\",cause=\"other\"} 1"));
+  EXPECT_EQ(text.find("ktesio_agent_failed{agent=\"alpha\""), std::string::npos);
   EXPECT_TRUE(HasLine(text, "ktesio_agents{state=\"paused\"} 0"));
   EXPECT_TRUE(HasLine(text,
                       "ktesio_agent_info{agent=\"alpha\",kind=\"echo \\\"quoted\\\" \\\\ kind\","
@@ -94,6 +107,12 @@ TEST(RenderPrometheus, ExactSamples) {
                       "dimension=\"dollars\"} 37.999999"));
   EXPECT_TRUE(
       HasLine(text, "ktesio_agent_budget_breaches_total{agent=\"alpha\",action=\"pause\"} 1"));
+  // Zeros for the other actions of a budgeted instance, so increase() sees a first breach.
+  EXPECT_TRUE(
+      HasLine(text, "ktesio_agent_budget_breaches_total{agent=\"alpha\",action=\"stop\"} 0"));
+  EXPECT_EQ(text.find("ktesio_agent_budget_breaches_total{agent=\"beta\""), std::string::npos);
+  EXPECT_TRUE(
+      HasLine(text, "ktesio_proxy_upstream_errors_total{agent=\"alpha\",reason=\"cut\"} 0"));
   EXPECT_TRUE(HasLine(text, "ktesio_agent_cpu_seconds_total{agent=\"alpha\"} 1.5"));
   EXPECT_TRUE(HasLine(text, "ktesio_agent_resident_memory_bytes{agent=\"alpha\"} 4096"));
   EXPECT_TRUE(HasLine(text, "ktesio_events_total{type=\"transition\"} 12"));
