@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libssl-dev
   clang-format python3 python3-grpcio python3-protobuf socat procps
   systemd libxml2-utils bc file g++-mingw-w64-x86-64-posix
-  prometheus prometheus-alertmanager curl
+  prometheus prometheus-alertmanager curl python3-yaml
 )
 # npm installs the real agents of the e2e tests; a Node.js from elsewhere (e.g. NodeSource) is
 # used as is, Debian's is installed only when there is none.
