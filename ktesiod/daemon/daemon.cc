@@ -25,6 +25,7 @@
 #include "server/listener.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
+#include "telemetry/otlp_exporter.h"
 
 namespace ktesio::daemon {
 namespace {
@@ -112,6 +113,7 @@ void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions&
   restart_only("socket_group", fresh.socket_group != running.socket_group);
   restart_only("metering_ca_file", fresh.metering_ca_file != running.metering_ca_file);
   restart_only("metrics_listen", fresh.metrics_listen != running.metrics_listen);
+  restart_only("otlp_*", !(fresh.otlp == running.otlp));
   restart_only("metering_max_request_bytes",
                fresh.metering_max_request_bytes != running.metering_max_request_bytes);
   log->info("reload: {} read", paths.config_path);
@@ -143,6 +145,15 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
     paths->socket_path = options.config_socket;
   }
   log->set_level(spdlog::level::from_str(options.log_level));
+  absl::StatusOr<telemetry::OtlpConfig> otlp =
+      telemetry::ResolveOtlp(options.otlp, [](const char* name) {
+        const char* value = std::getenv(name);
+        return value == nullptr ? std::string() : std::string(value);
+      });
+  if (!otlp.ok()) {
+    log->error("config refused: {}", std::string(otlp.status().message()));
+    return 2;
+  }
   absl::StatusOr<std::optional<gid_t>> group = ResolveGroup(options);
   if (!group.ok()) {
     log->error("start failed: {}", std::string(group.status().message()));
@@ -184,6 +195,25 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
     }
     metrics = std::move(*started);
     (*engine)->set_metrics_address(metrics->address());
+  }
+  std::unique_ptr<telemetry::OtlpExporter> exporter;
+  if (!otlp->unsupported.empty()) {
+    log->error("{}", otlp->unsupported);
+    (*engine)->health().Set("otlp", otlp->unsupported);
+  } else if (otlp->enabled) {
+    auto otlp_log = MakeLogger("otlp", options.log_level);
+    absl::StatusOr<std::unique_ptr<telemetry::OtlpExporter>> started =
+        telemetry::OtlpExporter::Start(
+            *otlp,
+            [&engine, &requests, otlp_log] {
+              return CollectSnapshot(**engine, requests, *otlp_log);
+            },
+            otlp_log);
+    if (!started.ok()) {
+      log->error("start failed: {}", std::string(started.status().message()));
+      return 1;
+    }
+    exporter = std::move(*started);
   }
   absl::StatusOr<std::unique_ptr<server::Listener>> listener;
   if (std::optional<int> inherited = server::InheritedListenFd(); inherited.has_value()) {
@@ -250,7 +280,8 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   log->info("shutdown signal={}", std::string(host.LastControlSource()));
   host.ReportStopping();
   (*listener)->Shutdown();
-  metrics.reset();  // before the engine stops: a scrape waits on it
+  metrics.reset();  // before the engine stops: a scrape (or an export) waits on it
+  exporter.reset();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   (*engine)->Stop();
   log->info("stopped");

@@ -33,6 +33,36 @@ std::optional<T> OnEngine(engine::Engine& engine, Fn fn, std::chrono::millisecon
 
 }  // namespace
 
+std::optional<telemetry::MetricsSnapshot> CollectSnapshot(engine::Engine& engine,
+                                                          const api::RequestCounter& requests,
+                                                          spdlog::logger& log) {
+  struct Collected {
+    absl::Status status;
+    telemetry::MetricsSnapshot snapshot;
+    std::vector<telemetry::TreeRoot> roots;
+  };
+  std::optional<Collected> collected = OnEngine<Collected>(
+      engine,
+      [&engine] {
+        Collected c;
+        c.status = engine.CollectMetrics(&c.snapshot, &c.roots);
+        return c;
+      },
+      kEngineWait);
+  if (!collected.has_value()) {
+    log.warn("metrics: the engine did not answer within {} s", kEngineWait.count());
+    return std::nullopt;
+  }
+  if (!collected->status.ok()) {
+    log.warn("metrics: reading the figures failed: {}", std::string(collected->status.message()));
+    return std::nullopt;
+  }
+  telemetry::FillResources(collected->roots, &collected->snapshot.agents);
+  collected->snapshot.api_requests = requests.Snapshot();
+  collected->snapshot.self = telemetry::SampleSelf();
+  return std::move(collected->snapshot);
+}
+
 absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> StartMetrics(
     const std::string& listen, engine::Engine& engine, const api::RequestCounter& requests,
     std::shared_ptr<spdlog::logger> log) {
@@ -42,31 +72,11 @@ absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> StartMetrics(
   }
   telemetry::MetricsServer::Handlers handlers;
   handlers.metrics = [&engine, &requests, log]() -> std::optional<std::string> {
-    struct Collected {
-      absl::Status status;
-      telemetry::MetricsSnapshot snapshot;
-      std::vector<telemetry::TreeRoot> roots;
-    };
-    std::optional<Collected> collected = OnEngine<Collected>(
-        engine,
-        [&engine] {
-          Collected c;
-          c.status = engine.CollectMetrics(&c.snapshot, &c.roots);
-          return c;
-        },
-        kEngineWait);
-    if (!collected.has_value()) {
-      log->warn("metrics scrape: the engine did not answer within {} s", kEngineWait.count());
+    std::optional<telemetry::MetricsSnapshot> snapshot = CollectSnapshot(engine, requests, *log);
+    if (!snapshot.has_value()) {
       return std::nullopt;
     }
-    if (!collected->status.ok()) {
-      log->warn("metrics scrape failed: {}", std::string(collected->status.message()));
-      return std::nullopt;
-    }
-    telemetry::FillResources(collected->roots, &collected->snapshot.agents);
-    collected->snapshot.api_requests = requests.Snapshot();
-    collected->snapshot.self = telemetry::SampleSelf();
-    return telemetry::RenderPrometheus(collected->snapshot);
+    return telemetry::RenderPrometheus(*snapshot);
   };
   handlers.healthy = [&engine] {
     return OnEngine<bool>(

@@ -5,6 +5,7 @@
 // thread, and renders there.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -14,6 +15,13 @@
 #include "telemetry/metrics_server.h"
 
 namespace ktesio::daemon {
+
+// One snapshot of everything the daemon exports: the engine's part read on its thread (waiting
+// at most 5 s: nullopt, with a warning, when it does not answer), then the agents' process trees,
+// the API request counts and the daemon's own figures, on the calling thread.
+std::optional<telemetry::MetricsSnapshot> CollectSnapshot(engine::Engine& engine,
+                                                          const api::RequestCounter& requests,
+                                                          spdlog::logger& log);
 
 // Starts the endpoint on `listen` (already validated) and logs where it listens; warns when the
 // address is reachable from the network. The server must be destroyed before `engine` stops.

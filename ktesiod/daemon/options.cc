@@ -179,6 +179,36 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
       if (!options.metrics_listen_from_flag) {
         options.metrics_listen = *value;
       }
+    } else if (name.substr(0, 5) == "otlp_") {
+      std::string* target = name == "otlp_endpoint"              ? &options.otlp.endpoint
+                            : name == "otlp_metrics_endpoint"    ? &options.otlp.metrics_endpoint
+                            : name == "otlp_headers"             ? &options.otlp.headers
+                            : name == "otlp_protocol"            ? &options.otlp.protocol
+                            : name == "otlp_service_name"        ? &options.otlp.service_name
+                            : name == "otlp_resource_attributes" ? &options.otlp.resource_attributes
+                            : name == "otlp_export_interval_ms"  ? &options.otlp.export_interval_ms
+                            : name == "otlp_export_timeout_ms"   ? &options.otlp.export_timeout_ms
+                                                                 : nullptr;
+      if (target == nullptr) {
+        return Bad(absl::StrCat(where(), ": unknown key '", std::string(name),
+                                "' (known otlp_ keys: otlp_endpoint, otlp_metrics_endpoint, "
+                                "otlp_headers, otlp_protocol, otlp_service_name, "
+                                "otlp_resource_attributes, otlp_export_interval_ms, "
+                                "otlp_export_timeout_ms)"));
+      }
+      if (name == "otlp_export_interval_ms" || name == "otlp_export_timeout_ms") {
+        std::optional<int64_t> value = node.value_exact<int64_t>();
+        if (!value) {
+          return Bad(absl::StrCat(where(), ": '", std::string(name), "' must be an integer"));
+        }
+        *target = std::to_string(*value);
+      } else {
+        std::optional<std::string> value = node.value<std::string>();
+        if (!value) {
+          return Bad(absl::StrCat(where(), ": '", std::string(name), "' must be a string"));
+        }
+        *target = *value;
+      }
     } else if (name == "metering_ca_file") {
       std::optional<std::string> value = node.value<std::string>();
       if (!value || value->empty() || value->front() != '/') {
@@ -218,7 +248,7 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
           absl::StrCat(where(), ": unknown key '", std::string(name),
                        "' (known: version, log_level, socket, socket_group, metering_ca_file, "
                        "metering_max_request_bytes, stop_timeout_secs, max_instances, "
-                       "max_streams, metrics_listen)"));
+                       "max_streams, metrics_listen, otlp_*)"));
     }
   }
   return absl::OkStatus();

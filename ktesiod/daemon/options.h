@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "paths/paths.h"
+#include "telemetry/otlp_config.h"
 
 namespace ktesio::daemon {
 
@@ -19,10 +20,11 @@ struct DaemonOptions {
   std::string config_socket;       // `socket` from ktesiod.toml (below --socket and KTESIO_SOCKET)
   std::string metering_ca_file;    // extra trust anchors for https upstreams
   uint64_t metering_max_request_bytes = 32u << 20;  // request bodies above this get 413
-  uint32_t stop_timeout_secs = 30;  // graceful stop window when a command names none
-  uint64_t max_instances = 10000;   // registrations beyond this are refused
-  uint32_t max_streams = 1024;      // concurrent event subscriptions + log follows
-  std::string metrics_listen;       // the metrics endpoint's address; "" = off (docs/fleet.md)
+  uint32_t stop_timeout_secs = 30;   // graceful stop window when a command names none
+  uint64_t max_instances = 10000;    // registrations beyond this are refused
+  uint32_t max_streams = 1024;       // concurrent event subscriptions + log follows
+  std::string metrics_listen;        // the metrics endpoint's address; "" = off (docs/fleet.md)
+  telemetry::OtlpFileSettings otlp;  // the otlp_* keys (the OTEL_* environment wins)
   bool show_help = false;
   bool show_version = false;
   bool log_level_from_flag = false;

@@ -265,6 +265,8 @@ void Engine::RemoveAgent(const v1::RemoveAgentRequest& request, v1::RemoveAgentR
       return;
     }
     proxy_->Forget(current->name);  // its metrics go with it
+    std::erase_if(genai_,
+                  [&](const auto& entry) { return std::get<0>(entry.first) == current->name; });
     response->set_name(current->name);
     response->set_agent_home(current->home);
     response->set_home_deleted(request.delete_home());

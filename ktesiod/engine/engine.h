@@ -173,6 +173,11 @@ class Engine {
   std::map<std::string, uint64_t> event_counts_;
   int64_t event_counts_cursor_ = 0;
   std::string metrics_address_;
+  // gen_ai.client.token.usage of the engine-observed calls since the daemon started, by
+  // (instance, provider, operation, token type); fed by RecordObservedCalls.
+  using GenAiKey = std::tuple<std::string, std::string, std::string, std::string>;
+  std::map<GenAiKey, telemetry::TokenHistogram> genai_;
+  void ObserveGenAi(const std::string& name, const std::vector<metering::CallRecord>& records);
 
   struct Follow {
     std::string instance;

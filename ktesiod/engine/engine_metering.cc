@@ -213,6 +213,7 @@ void Engine::RecordObservedCalls(const std::string& name,
   if (known > 0) {
     PublishEvents();
   }
+  ObserveGenAi(row.name, records);
   for (const metering::CallRecord& record : records) {
     if (record.known) {
       continue;

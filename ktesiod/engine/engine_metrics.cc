@@ -33,6 +33,21 @@ void Engine::FillResourcesOf(const store::InstanceRow& row, v1::AgentInstance* v
   }
 }
 
+void Engine::ObserveGenAi(const std::string& name,
+                          const std::vector<metering::CallRecord>& records) {
+  for (const metering::CallRecord& record : records) {
+    if (!record.known) {
+      continue;  // no usage reported: nothing to observe (counted as unknown usage instead)
+    }
+    // Semantic conventions 1.37: the provider by the API the call spoke; every recognized API
+    // is a chat-style generation.
+    const std::string provider =
+        record.shape == metering::ApiShape::kAnthropicMessages ? "anthropic" : "openai";
+    genai_[{name, provider, "chat", "input"}].Observe(static_cast<double>(record.usage.input));
+    genai_[{name, provider, "chat", "output"}].Observe(static_cast<double>(record.usage.output));
+  }
+}
+
 absl::Status Engine::CollectMetrics(telemetry::MetricsSnapshot* snapshot,
                                     std::vector<telemetry::TreeRoot>* roots) {
   snapshot->daemon_version = std::string(v1::kKtesioVersion);
@@ -84,6 +99,10 @@ absl::Status Engine::CollectMetrics(telemetry::MetricsSnapshot* snapshot,
   }
   event_counts_cursor_ = events->last_cursor;
   snapshot->events_by_type = event_counts_;
+  for (const auto& [key, histogram] : genai_) {
+    const auto& [agent, provider, operation, token_type] = key;
+    snapshot->genai.push_back({agent, provider, operation, token_type, histogram});
+  }
   return absl::OkStatus();
 }
 

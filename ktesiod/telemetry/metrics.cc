@@ -1,6 +1,7 @@
 #include "telemetry/metrics.h"
 
 #include <charconv>
+#include <cmath>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -8,12 +9,7 @@
 namespace ktesio::daemon::telemetry {
 namespace {
 
-constexpr std::pair<v1::AgentState, const char*> kStates[] = {
-    {v1::AGENT_STATE_REGISTERED, "registered"}, {v1::AGENT_STATE_STARTING, "starting"},
-    {v1::AGENT_STATE_RUNNING, "running"},       {v1::AGENT_STATE_PAUSED, "paused"},
-    {v1::AGENT_STATE_STOPPING, "stopping"},     {v1::AGENT_STATE_STOPPED, "stopped"},
-    {v1::AGENT_STATE_FAILED, "failed"},
-};
+constexpr const auto& kStates = kAgentStates;
 
 // A label value with \, " and newline escaped as the format requires.
 std::string Escape(absl::string_view value) {
@@ -33,15 +29,18 @@ std::string Escape(absl::string_view value) {
   return out;
 }
 
-// The shortest plain decimal (no exponent) that reads back as exactly `value`.
-std::string Float(double value) {
+}  // namespace
+
+std::string FormatDouble(double value) {
+  if (!std::isfinite(value)) {
+    return "0";
+  }
   char buffer[400];
   auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::fixed);
   return ec == std::errc() ? std::string(buffer, end) : "NaN";
 }
 
-// Micro-dollars as an exact decimal number of dollars ("-0.5", "12.000001").
-std::string Dollars(int64_t micros) {
+std::string FormatMicroDollars(int64_t micros) {
   const bool negative = micros < 0;
   const uint64_t magnitude =
       negative ? static_cast<uint64_t>(-(micros + 1)) + 1 : static_cast<uint64_t>(micros);
@@ -54,8 +53,6 @@ std::string Dollars(int64_t micros) {
                       fraction);
 }
 
-// The class of a failed cause ("crash-loop{3 consecutive crashes, …}" -> "crash-loop"), from
-// a fixed set so the label stays bounded.
 const char* CauseClass(absl::string_view cause) {
   for (const char* known : {"crash-loop", "crashed", "launch-error", "lost", "budget-exceeded"}) {
     const absl::string_view k(known);
@@ -67,7 +64,7 @@ const char* CauseClass(absl::string_view cause) {
   return "other";
 }
 
-const char* SourceName(v1::MeteringSource source) {
+const char* MeteringSourceName(v1::MeteringSource source) {
   switch (source) {
     case v1::METERING_SOURCE_SELF_REPORTED:
       return "self-reported";
@@ -77,6 +74,8 @@ const char* SourceName(v1::MeteringSource source) {
       return "none";
   }
 }
+
+namespace {
 
 class Writer {
  public:
@@ -116,7 +115,7 @@ void RenderDaemon(const MetricsSnapshot& s, Writer& w) {
            "1");
   w.Family("ktesio_daemon_start_time_seconds", "gauge",
            "When this daemon process started, Unix time.");
-  w.Sample("ktesio_daemon_start_time_seconds", "", Float(s.daemon_start_time_seconds));
+  w.Sample("ktesio_daemon_start_time_seconds", "", FormatDouble(s.daemon_start_time_seconds));
   w.Family("ktesio_agents", "gauge", "Agent instances per lifecycle state.");
   std::map<v1::AgentState, uint64_t> by_state;
   for (const v1::AgentInstance& agent : s.agents.instances()) {
@@ -144,7 +143,7 @@ void RenderAgents(const MetricsSnapshot& s, Writer& w) {
     w.Sample("ktesio_agent_info",
              Labels({{"agent", a.name()},
                      {"kind", a.kind()},
-                     {"metering_source", SourceName(a.metering_source())}}),
+                     {"metering_source", MeteringSourceName(a.metering_source())}}),
              "1");
   }
   w.Family("ktesio_agent_state", "gauge", "1 for the state the agent is in, 0 for the others.");
@@ -194,7 +193,7 @@ void RenderAgents(const MetricsSnapshot& s, Writer& w) {
   for (const v1::AgentInstance& a : agents) {
     if (a.usage().has_cumulative_dollars()) {
       w.Sample("ktesio_agent_spend_dollars_total", Labels({{"agent", a.name()}}),
-               Dollars(a.usage().cumulative_dollars()));
+               FormatMicroDollars(a.usage().cumulative_dollars()));
     }
   }
   RenderBudgets(s, w);
@@ -221,7 +220,7 @@ void RenderBudgets(const MetricsSnapshot& s, Writer& w) {
     auto dollars = [&](const char* scope, bool has, int64_t cap, int64_t remaining) {
       if (has) {
         lines.push_back({Labels({{"agent", a.name()}, {"scope", scope}, {"dimension", "dollars"}}),
-                         Dollars(cap), Dollars(remaining)});
+                         FormatMicroDollars(cap), FormatMicroDollars(remaining)});
       }
     };
     tokens("run", b.has_per_run_limit(), b.per_run_limit(), b.per_run_remaining());
@@ -273,14 +272,16 @@ void RenderProxy(const MetricsSnapshot& s, Writer& w) {
     const LatencyHistogram h =
         it == s.proxy.end() ? LatencyHistogram{} : it->second.added_before_first_byte;
     uint64_t cumulative = 0;
-    for (size_t i = 0; i <= kLatencyBuckets.size(); ++i) {
+    for (size_t i = 0; i <= std::size(LatencyHistogram::bounds); ++i) {
       cumulative += h.counts[i];
-      const std::string le = i < kLatencyBuckets.size() ? Float(kLatencyBuckets[i]) : "+Inf";
+      const std::string le = i < std::size(LatencyHistogram::bounds)
+                                 ? FormatDouble(LatencyHistogram::bounds[i])
+                                 : "+Inf";
       w.Sample("ktesio_proxy_request_duration_seconds_bucket",
                Labels({{"agent", a.name()}, {"le", le}}), std::to_string(cumulative));
     }
     w.Sample("ktesio_proxy_request_duration_seconds_sum", Labels({{"agent", a.name()}}),
-             Float(h.sum));
+             FormatDouble(h.sum));
     w.Sample("ktesio_proxy_request_duration_seconds_count", Labels({{"agent", a.name()}}),
              std::to_string(h.count));
   }
@@ -311,7 +312,7 @@ void RenderResources(const MetricsSnapshot& s, Writer& w) {
   for (const v1::AgentInstance& a : s.agents.instances()) {
     if (a.has_resources()) {
       w.Sample("ktesio_agent_cpu_seconds_total", Labels({{"agent", a.name()}}),
-               Float(a.resources().cpu_seconds()));
+               FormatDouble(a.resources().cpu_seconds()));
     }
   }
   w.Family("ktesio_agent_resident_memory_bytes", "gauge",
@@ -325,7 +326,7 @@ void RenderResources(const MetricsSnapshot& s, Writer& w) {
   const SelfStats& self = s.self;
   w.Family("process_cpu_seconds_total", "counter",
            "Total user and system CPU time spent in seconds.");
-  w.Sample("process_cpu_seconds_total", "", Float(self.cpu_seconds));
+  w.Sample("process_cpu_seconds_total", "", FormatDouble(self.cpu_seconds));
   w.Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
   w.Sample("process_resident_memory_bytes", "", std::to_string(self.resident_bytes));
   w.Family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
@@ -336,7 +337,7 @@ void RenderResources(const MetricsSnapshot& s, Writer& w) {
   w.Sample("process_max_fds", "", std::to_string(self.max_fds));
   w.Family("process_start_time_seconds", "gauge",
            "Start time of the process since unix epoch in seconds.");
-  w.Sample("process_start_time_seconds", "", Float(self.start_time_seconds));
+  w.Sample("process_start_time_seconds", "", FormatDouble(self.start_time_seconds));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -33,6 +34,16 @@ struct ProxyFigures {
   std::map<std::string, uint64_t> upstream_errors;  // by reason
 };
 
+// The GenAI semantic conventions' gen_ai.client.token.usage for the calls one instance made
+// through its metering proxy, per token type, provider and operation.
+struct GenAiTokenUsage {
+  std::string agent;
+  std::string provider;    // gen_ai.provider.name: "openai" | "anthropic"
+  std::string operation;   // gen_ai.operation.name: "chat"
+  std::string token_type;  // gen_ai.token.type: "input" | "output"
+  TokenHistogram tokens;
+};
+
 struct ApiRequestCount {
   std::string rpc;   // "ktesio.v1.AgentService/StartAgent"
   std::string code;  // "OK", "NOT_FOUND", ...
@@ -46,6 +57,7 @@ struct MetricsSnapshot {
   std::map<std::string, AgentCounters> counters;  // by instance name
   std::map<std::string, ProxyFigures> proxy;      // by instance name (engine-observed only)
   std::map<std::string, uint64_t> events_by_type;
+  std::vector<GenAiTokenUsage> genai;
   std::vector<ApiRequestCount> api_requests;
   SelfStats self;
 };
@@ -64,6 +76,27 @@ void FillResources(const std::vector<TreeRoot>& roots, v1::ListAgentsResponse* a
 
 // The resources message of a sampled tree.
 v1::ProcessStats ToProcessStats(const TreeStats& tree);
+
+// The seven lifecycle states with their wire names, in lifecycle order.
+inline constexpr std::pair<v1::AgentState, const char*> kAgentStates[] = {
+    {v1::AGENT_STATE_REGISTERED, "registered"}, {v1::AGENT_STATE_STARTING, "starting"},
+    {v1::AGENT_STATE_RUNNING, "running"},       {v1::AGENT_STATE_PAUSED, "paused"},
+    {v1::AGENT_STATE_STOPPING, "stopping"},     {v1::AGENT_STATE_STOPPED, "stopped"},
+    {v1::AGENT_STATE_FAILED, "failed"},
+};
+
+// "self-reported" | "engine-observed" | "none".
+const char* MeteringSourceName(v1::MeteringSource source);
+
+// The shortest plain decimal (no exponent) that reads back as exactly `value`; "0" for NaN and
+// infinities (neither format has a use for them here).
+std::string FormatDouble(double value);
+
+// Micro-dollars as an exact decimal number of dollars ("-0.5", "12.000001").
+std::string FormatMicroDollars(int64_t micros);
+
+// The bounded class of a failed cause ("crash-loop{…}" -> "crash-loop"; unknown ones "other").
+const char* CauseClass(absl::string_view cause);
 
 // Renders `snapshot` as Prometheus text exposition format 0.0.4.
 std::string RenderPrometheus(const MetricsSnapshot& snapshot);
