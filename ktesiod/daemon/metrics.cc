@@ -9,6 +9,7 @@ namespace ktesio::daemon {
 namespace {
 
 constexpr auto kEngineWait = std::chrono::seconds(5);
+constexpr auto kMinScrapeAge = std::chrono::milliseconds(200);
 
 // Runs `fn` on the engine thread and waits up to `timeout` for its result; nullopt when the
 // engine did not run it in time (the result is then dropped when it comes).
@@ -71,12 +72,25 @@ absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> StartMetrics(
     return address.status();
   }
   telemetry::MetricsServer::Handlers handlers;
-  handlers.metrics = [&engine, &requests, log]() -> std::optional<std::string> {
+  // Scrapes closer together than kMinScrapeAge share one rendering, so a flood of scrapes costs
+  // the engine at most a few reads a second. (Handlers run on the metrics thread only.)
+  struct Cache {
+    std::string text;
+    std::chrono::steady_clock::time_point at;
+  };
+  auto cache = std::make_shared<Cache>();
+  handlers.metrics = [&engine, &requests, log, cache]() -> std::optional<std::string> {
+    const auto now = std::chrono::steady_clock::now();
+    if (!cache->text.empty() && now - cache->at < kMinScrapeAge) {
+      return cache->text;
+    }
     std::optional<telemetry::MetricsSnapshot> snapshot = CollectSnapshot(engine, requests, *log);
     if (!snapshot.has_value()) {
       return std::nullopt;
     }
-    return telemetry::RenderPrometheus(*snapshot);
+    cache->text = telemetry::RenderPrometheus(*snapshot);
+    cache->at = std::chrono::steady_clock::now();
+    return cache->text;
   };
   handlers.healthy = [&engine] {
     return OnEngine<bool>(

@@ -167,7 +167,25 @@ asio::awaitable<void> MetricsServer::Impl::Serve(Socket socket) {
     error_code ec;
     co_await http::async_read_header(socket, buffer, parser, Await(ec));
     if (ec) {
-      break;  // closed, timed out, or a malformed or oversized head: just close
+      // A head too large gets 431 and a malformed one 400; a closed or timed-out connection
+      // just closes. Either way the connection ends.
+      const bool too_large = ec == http::error::header_limit;
+      const bool malformed =
+          ec.category() == http::make_error_code(http::error::bad_target).category() &&
+          ec != http::error::end_of_stream && ec != http::error::partial_message;
+      if (too_large || malformed) {
+        http::response<http::string_body> refusal;
+        refusal.version(11);
+        refusal.result(too_large ? http::status::request_header_fields_too_large
+                                 : http::status::bad_request);
+        refusal.set(http::field::content_type, "text/plain; charset=utf-8");
+        refusal.body() = too_large ? "request head over 8 KiB\n" : "malformed request\n";
+        refusal.keep_alive(false);
+        refusal.prepare_payload();
+        error_code ignored;
+        co_await http::async_write(socket, refusal, Await(ignored));
+      }
+      break;
     }
     http::request<http::empty_body> request = parser.release();
     // No body is read: a request that has one ends the connection after the answer.

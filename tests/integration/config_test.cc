@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon_harness.h"
+#include "fake_provider.h"
 #include "gtest/gtest.h"
 #include "json.h"
 
@@ -139,8 +140,19 @@ TEST_F(ConfigTest, SecretsAreDeliveredOnlyToTheirTarget) {
   std::optional<Json> dump = StartAndDump();
   ASSERT_TRUE(dump.has_value());
   EXPECT_EQ((*dump)["env"]["MODEL"].string, cleartext);
+  // The metrics endpoint too: restart the daemon with it on (the agent keeps running).
+  ASSERT_EQ(daemon_.Stop(), 0);
+  ASSERT_TRUE(daemon_.Start({"--metrics-listen", "127.0.0.1:0"})) << daemon_.DaemonLog();
+  std::optional<Json> status = ParseJson(daemon_.Ctl({"daemon", "status", "--json"}).out);
+  ASSERT_TRUE(status.has_value());
+  const std::string address = (*status)["metrics_address"].string;
+  const HttpResponse scrape = HttpRequest(
+      static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))), "GET", "/metrics");
+  ASSERT_EQ(scrape.status, 200) << scrape.error;
+  EXPECT_NE(scrape.body.find("agent=\"c\""), std::string::npos);
   // Every display masks it; only --reveal shows it.
   std::vector<std::string> outputs = {
+      scrape.body,
       daemon_.Ctl({"agent", "config", "get", "c"}).out,
       daemon_.Ctl({"agent", "config", "get", "c", "--json"}).out,
       daemon_.Ctl({"agent", "show", "c", "--json"}).out,

@@ -24,6 +24,7 @@ import threading
 import time
 
 SECRET = "Bearer sekrit-otlp-token-42"
+AGENT_SECRET = "agent-api-key-9f8e7d"
 
 
 class Collector(http.server.ThreadingHTTPServer):
@@ -145,6 +146,11 @@ def main() -> int:
             ok("agent", "register", name, "--manifest", f"{root}/m-{name}")
         ok("agent", "config", "set", "e", "metering.upstream_base_url",
            f"http://127.0.0.1:{provider_port}/v1")
+        # An agent secret: delivered to the agent, never in an export.
+        r = subprocess.run([args.ktctl, "--socket", sock, "secret", "set", "api_key"],
+                           input=AGENT_SECRET + "\n", capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        ok("agent", "config", "set", "e", "agent.PROVIDER_KEY", "secret:api_key")
         ok("agent", "start", "s")
         ok("agent", "start", "e")
         for kind in ("chat", "chat-stream", "no-usage"):
@@ -196,6 +202,8 @@ def main() -> int:
               "gen_ai.client.token.usage has one observation per call with usage")
 
         # The collector goes away: warnings stay few, memory flat, the daemon answers.
+        with collector.lock:
+            earlier = list(collector.requests)
         collector.shutdown()
         collector.server_close()
         time.sleep(1)
@@ -216,6 +224,10 @@ def main() -> int:
         wait_for("exports to resume", collector.count)
         wait_for("the recovery line", lambda: "works again after" in open(log_path).read())
         assert SECRET.split()[1] not in open(log_path).read(), "a header value reached the log"
+        with collector.lock:
+            bodies = [json.dumps(body) for _, _, body in earlier + collector.requests]
+        assert bodies and not any(AGENT_SECRET in b or "sekrit" in b for b in bodies), \
+            "a secret reached an export"
         print("otlp: exports resumed; no header value in the daemon log")
         passed = True
     finally:
