@@ -145,7 +145,7 @@ absl::StatusOr<OtlpConfig> ResolveOtlp(const OtlpFileSettings& file,
     }
     path += "/v1/metrics";
   } else if (path.empty()) {
-    path = "/";
+    path.push_back('/');  // not `path = "/"`: GCC 12 -O2 reports a false -Wrestrict there
   }
   config.host = std::string(host);
   config.port = std::to_string(port_number);
