@@ -70,7 +70,8 @@ scrape_round() {  # $1: label
   local i0 i1
   i0=$(cpu_ticks "$daemon"); sleep $(echo "$N_SCRAPES * 0.25" | bc); i1=$(cpu_ticks "$daemon")
   echo "$times" | sort -n | awk -v l="$label" '{a[NR]=$1} END {
-    printf "scrape_%s_p50_ms %.2f\nscrape_%s_p99_ms %.2f\n", l, a[int((NR+1)/2)]*1000, l, a[int(NR*0.99)>0?int(NR*0.99):1]*1000}'
+    i = int(NR * 0.99); if (i < 1) i = 1
+    printf "scrape_%s_p50_ms %.2f\nscrape_%s_p99_ms %.2f\n", l, a[int((NR+1)/2)]*1000, l, a[i]*1000}'
   echo "scrape_${label}_daemon_cpu_ms_per_scrape $(echo "scale=2; (($t1-$t0)-($i1-$i0))*1000/$hz/$N_SCRAPES" | bc)"
   local body
   body=$(curl -s "http://127.0.0.1:$port/metrics")

@@ -26,11 +26,34 @@ int64_t Number(const std::vector<config::Entry>& entries, std::string_view key, 
 
 std::string MemoryDir(const std::string& home) { return home + "/memory"; }
 
+absl::StatusOr<std::map<std::string, std::string>> ConfigBridge::LoadInstanceFile(
+    const std::string& home) const {
+  struct stat st {};
+  if (stat(config::instance_file::PathIn(home).c_str(), &st) != 0) {
+    instance_files_.erase(home);
+    return config::instance_file::Load(home);  // missing (an empty layer) or unreadable
+  }
+  auto it = instance_files_.find(home);
+  if (it != instance_files_.end() && it->second.device == st.st_dev &&
+      it->second.inode == st.st_ino && it->second.size == st.st_size &&
+      it->second.modified.tv_sec == st.st_mtim.tv_sec &&
+      it->second.modified.tv_nsec == st.st_mtim.tv_nsec) {
+    return it->second.values;
+  }
+  absl::StatusOr<std::map<std::string, std::string>> loaded = config::instance_file::Load(home);
+  if (!loaded.ok()) {
+    instance_files_.erase(home);
+    return loaded;
+  }
+  // Stamped with the stat taken before the read: a change meanwhile is seen at the next call.
+  instance_files_[home] = CachedFile{st.st_dev, st.st_ino, st.st_size, st.st_mtim, *loaded};
+  return loaded;
+}
+
 absl::StatusOr<std::vector<config::Entry>> ConfigBridge::Effective(
     const store::InstanceRow& row, const std::string& metering_base_url) const {
   config::Layers layers;
-  absl::StatusOr<std::map<std::string, std::string>> instance =
-      config::instance_file::Load(row.home);
+  absl::StatusOr<std::map<std::string, std::string>> instance = LoadInstanceFile(row.home);
   if (!instance.ok()) {
     return instance.status();
   }

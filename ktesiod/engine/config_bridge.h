@@ -4,7 +4,11 @@
 // instance, the supervisor settings derived from it, and start-time delivery into the agent's
 // native mechanisms.
 
+#include <sys/stat.h>
+
+#include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,6 +48,21 @@ class ConfigBridge {
   config::SecretsStore& secrets() { return secrets_; }
 
  private:
+  // The instance file of `home`, parsed once and reused while the file is unchanged (same
+  // device, inode, size and modification time; the daemon replaces it atomically, so a write is
+  // a new inode). Views of 1,000 instances read their settings and limits without re-reading
+  // 2,000 files. Errors are not cached.
+  absl::StatusOr<std::map<std::string, std::string>> LoadInstanceFile(
+      const std::string& home) const;
+  struct CachedFile {
+    dev_t device = 0;
+    ino_t inode = 0;
+    off_t size = 0;
+    timespec modified{};
+    std::map<std::string, std::string> values;
+  };
+  mutable std::unordered_map<std::string, CachedFile> instance_files_;
+
   config::SecretsStore secrets_;
 };
 

@@ -24,7 +24,8 @@ std::string ReadSmallFile(const std::string& path) { return fs::ReadFile(path).v
 
 // The fields of /proc/PID/stat after the command name: [0] is field 3 (state).
 struct Stat {
-  uint64_t utime = 0, stime = 0, cutime = 0, cstime = 0, start_time = 0, vsize = 0, rss_pages = 0;
+  uint64_t utime = 0, stime = 0, cutime = 0, cstime = 0, threads = 0, start_time = 0, vsize = 0,
+           rss_pages = 0;
 };
 
 std::optional<Stat> ReadStat(pid_t pid) {
@@ -49,15 +50,29 @@ std::optional<Stat> ReadStat(pid_t pid) {
   num(15, &s.stime);
   num(16, &s.cutime);
   num(17, &s.cstime);
+  num(20, &s.threads);
   num(22, &s.start_time);
   num(23, &s.vsize);
   num(24, &s.rss_pages);
   return s;
 }
 
-// Direct children of every thread of `pid`.
-std::vector<pid_t> Children(pid_t pid) {
+void AppendPids(const std::string& text, std::vector<pid_t>* out) {
+  std::istringstream in(text);
+  pid_t child = 0;
+  while (in >> child) {
+    out->push_back(child);
+  }
+}
+
+// Direct children of every thread of `pid` (`threads` from its stat: a single-threaded process
+// has one children file to read, no directory to list).
+std::vector<pid_t> Children(pid_t pid, uint64_t threads) {
   std::vector<pid_t> out;
+  if (threads == 1) {
+    AppendPids(ReadSmallFile(absl::StrCat("/proc/", pid, "/task/", pid, "/children")), &out);
+    return out;
+  }
   const std::string tasks = absl::StrCat("/proc/", pid, "/task");
   DIR* dir = opendir(tasks.c_str());
   if (dir == nullptr) {
@@ -67,11 +82,7 @@ std::vector<pid_t> Children(pid_t pid) {
     if (entry->d_name[0] == '.') {
       continue;
     }
-    std::istringstream in(ReadSmallFile(absl::StrCat(tasks, "/", entry->d_name, "/children")));
-    pid_t child = 0;
-    while (in >> child) {
-      out.push_back(child);
-    }
+    AppendPids(ReadSmallFile(absl::StrCat(tasks, "/", entry->d_name, "/children")), &out);
   }
   closedir(dir);
   return out;
@@ -106,7 +117,7 @@ std::optional<TreeStats> SampleTree(pid_t root, uint64_t root_start_time, bool i
     add(*root_stat);
   }
   // Depth-first over descendants; a pid seen twice (a race with reparenting) is counted once.
-  std::vector<pid_t> pending = Children(root);
+  std::vector<pid_t> pending = Children(root, root_stat->threads);
   std::unordered_set<pid_t> seen;
   while (!pending.empty() && seen.size() < 100000) {
     pid_t pid = pending.back();
@@ -116,7 +127,7 @@ std::optional<TreeStats> SampleTree(pid_t root, uint64_t root_start_time, bool i
     }
     if (std::optional<Stat> s = ReadStat(pid); s.has_value()) {
       add(*s);
-      std::vector<pid_t> more = Children(pid);
+      std::vector<pid_t> more = Children(pid, s->threads);
       pending.insert(pending.end(), more.begin(), more.end());
     }
   }
