@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "daemon/daemon.h"
+#include "daemon/maintenance.h"
 #include "daemon/options.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/v1/version.h"
@@ -28,6 +29,12 @@ int main(int argc, char** argv) {
                 std::string(ktesio::v1::kApiVersion).c_str(),
                 std::string(ktesio::contract::kContractVersion).c_str());
     return 0;
+  }
+  if (options->check) {
+    return ktesio::daemon::RunCheck(*options);
+  }
+  if (!options->restore_from.empty()) {
+    return ktesio::daemon::RunRestore(*options, options->restore_from);
   }
   // Before any thread exists: the host blocks the control signals every thread inherits.
   std::unique_ptr<ktesio::daemon::platform::ServiceHost> host =

@@ -1,5 +1,6 @@
 #include "api/services.h"
 
+#include "api/backup_store.h"
 #include "api/follow_logs.h"
 #include "api/subscribe_events.h"
 #include "ktesio/contract/declaration.h"
@@ -28,6 +29,11 @@ grpc::ServerUnaryReactor* SystemServiceImpl::GetVersion(grpc::CallbackServerCont
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+grpc::ServerWriteReactor<v1::BackupStoreResponse>* SystemServiceImpl::BackupStore(
+    grpc::CallbackServerContext* ctx, const v1::BackupStoreRequest* /*request*/) {
+  return new BackupStoreReactor(api_, ctx);
 }
 
 grpc::ServerUnaryReactor* SystemServiceImpl::GetStatus(grpc::CallbackServerContext* ctx,

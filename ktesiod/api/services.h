@@ -21,6 +21,8 @@ class SystemServiceImpl final : public v1::SystemService::CallbackService {
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx,
                                       const v1::GetStatusRequest* request,
                                       v1::GetStatusResponse* response) override;
+  grpc::ServerWriteReactor<v1::BackupStoreResponse>* BackupStore(
+      grpc::CallbackServerContext* ctx, const v1::BackupStoreRequest* request) override;
 
  private:
   ApiContext& api_;

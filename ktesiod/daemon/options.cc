@@ -33,6 +33,8 @@ const char kDaemonUsage[] =
     "usage: ktesiod [--state-dir DIR] [--socket PATH] [--config FILE] [--system]\n"
     "               [--socket-group GROUP] [--log-level LEVEL] [--metrics-listen ADDR]\n"
     "               [--version] [--help]\n"
+    "       ktesiod --check [--state-dir DIR | --system]\n"
+    "       ktesiod --restore BACKUP [--state-dir DIR | --system]\n"
     "\n"
     "Runs the Ktesio daemon in the foreground, logging to stderr.\n"
     "  --state-dir DIR     state directory (default $XDG_DATA_HOME/ktesio, or /var/lib/ktesio\n"
@@ -46,7 +48,11 @@ const char kDaemonUsage[] =
     "  --log-level LEVEL   trace|debug|info|warn|error|off (default info)\n"
     "  --metrics-listen ADDR  serve Prometheus metrics on 127.0.0.1:PORT, [::1]:PORT,\n"
     "                      unix:/path or (with a warning) any IP:PORT; port 0 picks one\n"
-    "                      (default off; ktesiod.toml metrics_listen)\n";
+    "                      (default off; ktesiod.toml metrics_listen)\n"
+    "  --check             read-only: check the store's integrity and schema and the state dir\n"
+    "                      (orphaned or missing agent homes), print a report, exit 0 if fine\n"
+    "  --restore BACKUP    put BACKUP (from `ktctl daemon backup`) in place of state.db while no\n"
+    "                      daemon runs on the state dir; the replaced store is kept; then exit\n";
 
 absl::StatusOr<DaemonOptions> ParseDaemonFlags(const std::vector<std::string>& args) {
   DaemonOptions options;
@@ -75,6 +81,16 @@ absl::StatusOr<DaemonOptions> ParseDaemonFlags(const std::vector<std::string>& a
       options.show_version = true;
     } else if (flag == "--system") {
       options.paths.system_mode = true;
+    } else if (flag == "--check") {
+      options.check = true;
+    } else if (flag == "--restore") {
+      if (!(taken = take()).ok()) {
+        return taken.status();
+      }
+      if (taken->empty()) {
+        return Bad("flag --restore needs a backup file");
+      }
+      options.restore_from = *taken;
     } else if (flag == "--state-dir" || flag == "--socket" || flag == "--config" ||
                flag == "--log-level" || flag == "--socket-group" || flag == "--metrics-listen") {
       if (!(taken = take()).ok()) {
@@ -111,6 +127,9 @@ absl::StatusOr<DaemonOptions> ParseDaemonFlags(const std::vector<std::string>& a
     } else {
       return Bad(absl::StrCat("unknown argument '", args[i], "' (see ktesiod --help)"));
     }
+  }
+  if (options.check && !options.restore_from.empty()) {
+    return Bad("--check and --restore cannot be combined");
   }
   return options;
 }

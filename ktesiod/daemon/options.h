@@ -25,6 +25,8 @@ struct DaemonOptions {
   uint32_t max_streams = 1024;       // concurrent event subscriptions + log follows
   std::string metrics_listen;        // the metrics endpoint's address; "" = off (docs/fleet.md)
   telemetry::OtlpFileSettings otlp;  // the otlp_* keys (the OTEL_* environment wins)
+  bool check = false;                // --check: inspect the store and state dir, then exit
+  std::string restore_from;          // --restore FILE: put a backup in place of state.db, then exit
   bool show_help = false;
   bool show_version = false;
   bool log_level_from_flag = false;

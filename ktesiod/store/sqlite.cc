@@ -1,5 +1,7 @@
 #include "store/sqlite.h"
 
+#include <unistd.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -186,6 +188,23 @@ absl::StatusOr<Database> Database::Open(const std::string& path) {
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status status = SqliteError(db, absl::StrCat("open ", path));
+    sqlite3_close(db);
+    return status;
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, 5000);
+  return Database(db);
+}
+
+absl::StatusOr<Database> Database::OpenReadOnly(const std::string& path) {
+  if (access(path.c_str(), F_OK) != 0) {
+    return contract::MakeError(absl::StatusCode::kNotFound, contract::reason::kStoreError,
+                               absl::StrCat(path, ": no such file"));
+  }
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     absl::Status status = SqliteError(db, absl::StrCat("open ", path));
     sqlite3_close(db);

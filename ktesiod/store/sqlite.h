@@ -76,6 +76,9 @@ class Database {
  public:
   // Opens (creating) the database file. Errors: INTERNAL/STORE_ERROR.
   static absl::StatusOr<Database> Open(const std::string& path);
+  // Opens an existing database file for reading only (never creates, never writes). Errors:
+  // INTERNAL/STORE_ERROR (NOT_FOUND/STORE_ERROR when there is no such file).
+  static absl::StatusOr<Database> OpenReadOnly(const std::string& path);
 
   Database(Database&& other) noexcept;
   Database& operator=(Database&& other) noexcept;

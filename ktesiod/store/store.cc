@@ -171,20 +171,41 @@ InstanceRow ReadInstance(const Statement& stmt) {
 
 }  // namespace
 
+namespace {
+
+// A store that cannot be opened is never touched: the error names the file, what SQLite said,
+// and what the operator can do (docs/operations.md, "A damaged store").
+absl::Status Unopenable(const std::string& path, const absl::Status& cause) {
+  if (cause.code() == absl::StatusCode::kFailedPrecondition) {
+    return contract::MakeError(cause.code(), reason::kStoreError,
+                               absl::StrCat(path, ": ", cause.message()));
+  }
+  return contract::MakeError(
+      absl::StatusCode::kDataLoss, reason::kStoreError,
+      absl::StrCat(path, ": ", cause.message(),
+                   ". The file was left as it is. To recover: keep a copy of it (and of its -wal "
+                   "file), then either restore a backup (ktesiod --restore BACKUP, made with "
+                   "ktctl daemon backup) or move it aside to start with an empty store; "
+                   "ktesiod --check reports what it finds. See docs/operations.md, 'A damaged "
+                   "store'"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   absl::StatusOr<Database> db = Database::Open(path);
   if (!db.ok()) {
-    return db.status();
+    return Unopenable(path, db.status());
   }
   std::unique_ptr<Store> store(new Store(std::move(*db)));
   for (const char* pragma :
        {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"}) {
     if (absl::Status status = store->db_.Exec(pragma); !status.ok()) {
-      return status;
+      return Unopenable(path, status);
     }
   }
   if (absl::Status status = store->Migrate(); !status.ok()) {
-    return status;
+    return Unopenable(path, status);
   }
   return store;
 }

@@ -1,0 +1,104 @@
+#include "store/maintenance.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "ktesio/contract/error.h"
+#include "store/sqlite.h"
+#include "store/store.h"
+
+namespace ktesio::daemon::store {
+namespace {
+
+absl::Status StoreError(absl::StatusCode code, std::string message) {
+  return contract::MakeError(code, contract::reason::kStoreError, message);
+}
+
+// Steps `sql` to the end, calling `row(stmt)` per row.
+template <typename Fn>
+absl::Status ForEachRow(Database& db, const std::string& sql, Fn row) {
+  absl::StatusOr<Statement> stmt = db.Prepare(sql);
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  while (true) {
+    absl::StatusOr<bool> more = stmt->Step();
+    if (!more.ok()) {
+      return more.status();
+    }
+    if (!*more) {
+      return absl::OkStatus();
+    }
+    row(*stmt);
+  }
+}
+
+}  // namespace
+
+absl::Status WriteConsistentCopy(const std::string& db_path, const std::string& dest) {
+  if (access(dest.c_str(), F_OK) == 0) {
+    return StoreError(absl::StatusCode::kAlreadyExists, absl::StrCat(dest, " already exists"));
+  }
+  absl::StatusOr<Database> db = Database::OpenReadOnly(db_path);
+  if (!db.ok()) {
+    return db.status();
+  }
+  absl::StatusOr<Statement> stmt = db->Prepare("VACUUM INTO ?1");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, dest);
+  if (absl::Status status = stmt->Run(); !status.ok()) {
+    unlink(dest.c_str());
+    return StoreError(status.code(),
+                      absl::StrCat("copying ", db_path, " failed: ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StoreInspection> InspectStore(const std::string& path) {
+  absl::StatusOr<Database> db = Database::OpenReadOnly(path);
+  if (!db.ok()) {
+    return db.status();
+  }
+  StoreInspection inspection;
+  if (absl::Status status = ForEachRow(*db, "PRAGMA user_version",
+                                       [&](const Statement& s) {
+                                         inspection.schema_version =
+                                             static_cast<int>(s.ColumnInt(0));
+                                       });
+      !status.ok()) {
+    return StoreError(absl::StatusCode::kDataLoss,
+                      absl::StrCat(path, ": not a readable store: ", status.message()));
+  }
+  if (absl::Status status =
+          ForEachRow(*db, "PRAGMA integrity_check(20)",
+                     [&](const Statement& s) { inspection.integrity.push_back(s.ColumnText(0)); });
+      !status.ok()) {
+    inspection.integrity = {absl::StrCat("integrity check failed: ", status.message())};
+    return inspection;
+  }
+  if (!inspection.ok() || inspection.schema_version < 1 ||
+      inspection.schema_version > kSchemaVersion) {
+    return inspection;
+  }
+  absl::Status status = ForEachRow(
+      *db, "SELECT name, state, home FROM instances ORDER BY name", [&](const Statement& s) {
+        inspection.instances.push_back({s.ColumnText(0), s.ColumnText(1), s.ColumnText(2)});
+      });
+  if (status.ok()) {
+    status = ForEachRow(*db, "SELECT count(*) FROM events",
+                        [&](const Statement& s) { inspection.events = s.ColumnInt(0); });
+  }
+  if (status.ok() && inspection.schema_version >= 3) {
+    status = ForEachRow(*db, "SELECT count(*) FROM usage_events",
+                        [&](const Statement& s) { inspection.ledger_rows = s.ColumnInt(0); });
+  }
+  if (!status.ok()) {
+    return StoreError(absl::StatusCode::kDataLoss,
+                      absl::StrCat(path, ": reading it failed: ", status.message()));
+  }
+  return inspection;
+}
+
+}  // namespace ktesio::daemon::store
