@@ -80,6 +80,7 @@ void Engine::Start() {
     supervisor_.Reconcile();
     ReopenProxies();
     StartUsageAfterReconcile();
+    ResumePendingBudgetActions();
   });
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "kt-engine");

@@ -219,6 +219,11 @@ class Engine {
   void WatchUsage(const store::InstanceRow& row);
   void IngestUsage(const std::string& name, int64_t run);
   void StartUsageAfterReconcile();
+  // At start, after reconciliation and before any RPC: takes the pause/stop of every breach
+  // committed before the daemon died (pending in the store), or clears it when the run is over.
+  void ResumePendingBudgetActions();
+  // Test-only crash points (KTESIO_TEST_CRASH_POINT=<point>): _exit(99) there.
+  void CrashPointForTests(std::string_view point) const;
   // Usage (and, when `budget` is given, the budget view; `has_budget` says whether any limit
   // applies — the JSON then shows `budget: null`).
   void FillUsage(const store::InstanceRow& row, v1::UsageView* usage, v1::BudgetView* budget,

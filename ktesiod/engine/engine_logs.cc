@@ -132,6 +132,15 @@ void Engine::OnTransition(const store::InstanceRow& row, supervisor::State from,
   if (from == supervisor::State::kPaused && to == supervisor::State::kRunning) {
     proxy_->Unblock(row.name);  // resumed by the operator: calls may go through again
   }
+  if (to == supervisor::State::kPaused || to == supervisor::State::kStopping ||
+      to == supervisor::State::kStopped || to == supervisor::State::kFailed) {
+    // The run left running: a pending budget action is done (or moot).
+    if (absl::Status status = store_->ClearPendingBreaches(row.id, row.current_run); !status.ok()) {
+      // Left pending: the next start finds the run not running and clears it then.
+      log_->warn("pending budget breach of {} not cleared: {}", row.name,
+                 std::string(status.message()));
+    }
+  }
   if (to == supervisor::State::kStarting) {
     WatchUsage(row);
   } else if (to == supervisor::State::kStopped || to == supervisor::State::kFailed) {

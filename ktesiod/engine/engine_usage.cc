@@ -1,5 +1,10 @@
 // The engine's usage side: watching run dirs, ingesting self-reported usage, usage views.
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "fs/fs.h"
@@ -72,9 +77,72 @@ void Engine::ActOnBreaches(const store::InstanceRow& row, int64_t run,
   log_->warn("budget breach instance={} {}", row.name, cause);
   logs::AppendEngineLine(row.home + "/logs", NowUnixMs(), cause).IgnoreError();
   if (limits.action != budget::Action::kWarn) {
+    // The breach (pending) is committed; the action is not taken yet. A test makes the daemon
+    // die right here to prove the next one takes it (KTESIO_TEST_CRASH_POINT, docs/testing.md).
+    CrashPointForTests("after-breach-commit");
     // Engine-observed: no further model call gets through, whatever the pause level achieved.
     proxy_->Block(row.name);
     supervisor_.BudgetAction(row.name, limits.action == budget::Action::kStop, cause);
+  }
+}
+
+void Engine::CrashPointForTests(std::string_view point) const {
+  static const std::string armed = [] {
+    const char* value = std::getenv("KTESIO_TEST_CRASH_POINT");
+    return value == nullptr ? std::string() : std::string(value);
+  }();
+  if (!armed.empty() && armed == point) {
+    log_->warn("KTESIO_TEST_CRASH_POINT={}: exiting as if killed", std::string(point));
+    _exit(99);
+  }
+}
+
+void Engine::ResumePendingBudgetActions() {
+  absl::StatusOr<std::vector<store::Store::PendingBreach>> pending = store_->PendingBreaches();
+  if (!pending.ok()) {
+    log_->error("pending budget actions could not be read: {}",
+                std::string(pending.status().message()));
+    return;
+  }
+  if (pending->empty()) {
+    return;
+  }
+  absl::StatusOr<std::vector<store::InstanceRow>> rows = store_->ListInstances();
+  if (!rows.ok()) {
+    log_->error("pending budget actions: instances could not be read: {}",
+                std::string(rows.status().message()));
+    return;
+  }
+  std::set<std::pair<int64_t, int64_t>> handled;  // (instance, run): one action per run
+  for (const store::Store::PendingBreach& breach : *pending) {
+    if (!handled.insert({breach.instance_id, breach.run}).second) {
+      continue;
+    }
+    const store::InstanceRow* row = nullptr;
+    for (const store::InstanceRow& candidate : *rows) {
+      if (candidate.id == breach.instance_id) {
+        row = &candidate;
+      }
+    }
+    const bool live = row != nullptr && row->current_run == breach.run &&
+                      (row->state == "running" || row->state == "starting" ||
+                       (row->state == "paused" && breach.action == "stop"));
+    if (!live) {
+      // The run is over, or the instance already left running: nothing is left to do.
+      store_->ClearPendingBreaches(breach.instance_id, breach.run)
+          .IgnoreError();  // retried next start
+      continue;
+    }
+    const std::string cause = absl::StrCat(
+        "budget-exceeded{scope=", breach.scope, ",dimension=", breach.dimension,
+        ",limit=", breach.limit, ",observed=", breach.observed, ",action=", breach.action, "}");
+    log_->warn("budget breach committed before a daemon restart is acted on now instance={} {}",
+               row->name, cause);
+    logs::AppendEngineLine(row->home + "/logs", NowUnixMs(),
+                           cause + " (acted on after a daemon restart)")
+        .IgnoreError();  // the engine line is informational; the transition records the action
+    proxy_->Block(row->name);
+    supervisor_.BudgetAction(row->name, breach.action == "stop", cause);
   }
 }
 

@@ -59,7 +59,7 @@ absl::StatusOr<LedgerWriter> LedgerWriter::Begin(store::Store& store, const stor
        "INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, 'usage_update', ?3)"},
       {&writer.breach_,
        "INSERT OR IGNORE INTO breaches (instance_id, run, scope, dimension, limit_value, "
-       "observed, action, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
+       "observed, action, at_ms, pending) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
       {&writer.breach_event_,
        "INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, 'budget_breach', "
        "?3)"},
@@ -182,6 +182,9 @@ absl::Status LedgerWriter::RecordBreaches() {
     breach_.Bind(4, budget::DimensionName(crossed.dimension)).Bind(5, crossed.limit);
     breach_.Bind(6, crossed.observed).Bind(7, budget::ActionName(limits_.action));
     breach_.Bind(8, now_ms_);
+    // A pause or stop is pending until the instance leaves running for this run (the engine
+    // clears it then); a daemon that crashes first acts on it at its next start.
+    breach_.Bind(9, static_cast<int64_t>(limits_.action != budget::Action::kWarn ? 1 : 0));
     if (absl::Status s = breach_.Run(); !s.ok()) {
       return s;
     }

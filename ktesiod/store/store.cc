@@ -135,6 +135,11 @@ CREATE TABLE audit_log (
 ) STRICT;
 CREATE INDEX audit_log_by_instance ON audit_log(instance, cursor);
 )sql",
+    // 8: a breach's pause/stop action is pending until the instance has left running for that
+    // run, recorded in the breach's own transaction so a crash between the two cannot lose it.
+    R"sql(
+ALTER TABLE breaches ADD COLUMN pending INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == kSchemaVersion);

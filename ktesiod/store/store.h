@@ -19,7 +19,7 @@
 namespace ktesio::daemon::store {
 
 // The schema version this binary writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 struct InstanceRow {
   int64_t id = 0;
@@ -129,6 +129,21 @@ class Store {
     uint64_t count = 0;
   };
   absl::StatusOr<std::vector<BreachCount>> CountBreaches();
+
+  // Budget breaches whose pause/stop has not been seen through yet (store_metrics.cc): the
+  // ledger writer records them pending, in the breach's own transaction.
+  struct PendingBreach {
+    int64_t instance_id = 0;
+    int64_t run = 0;
+    std::string scope;
+    std::string dimension;
+    int64_t limit = 0;
+    int64_t observed = 0;
+    std::string action;  // "pause" | "stop"
+  };
+  absl::StatusOr<std::vector<PendingBreach>> PendingBreaches();
+  // Marks the pending breaches of (instance, run) done: the instance left running.
+  absl::Status ClearPendingBreaches(int64_t instance_id, int64_t run);
 
   // Runs `body` in one IMMEDIATE transaction; rolled back when it returns an error.
   template <typename Fn>

@@ -47,4 +47,36 @@ absl::StatusOr<std::vector<Store::BreachCount>> Store::CountBreaches() {
   }
 }
 
+absl::StatusOr<std::vector<Store::PendingBreach>> Store::PendingBreaches() {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      "SELECT instance_id, run, scope, dimension, limit_value, observed, action FROM breaches "
+      "WHERE pending = 1 ORDER BY id");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  std::vector<PendingBreach> pending;
+  while (true) {
+    absl::StatusOr<bool> row = stmt->Step();
+    if (!row.ok()) {
+      return row.status();
+    }
+    if (!*row) {
+      return pending;
+    }
+    pending.push_back({stmt->ColumnInt(0), stmt->ColumnInt(1), stmt->ColumnText(2),
+                       stmt->ColumnText(3), stmt->ColumnInt(4), stmt->ColumnInt(5),
+                       stmt->ColumnText(6)});
+  }
+}
+
+absl::Status Store::ClearPendingBreaches(int64_t instance_id, int64_t run) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      "UPDATE breaches SET pending = 0 WHERE instance_id = ?1 AND run = ?2 AND pending = 1");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, instance_id).Bind(2, run);
+  return stmt->Run();
+}
+
 }  // namespace ktesio::daemon::store

@@ -136,6 +136,18 @@ int DaemonHarness::Stop() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+int DaemonHarness::WaitForExit(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) {
+    return -1;
+  }
+  int status = 0;
+  if (!WaitFor([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, timeout)) {
+    return -2;
+  }
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 void DaemonHarness::Kill() {
   if (pid_ > 0) {
     kill(pid_, SIGKILL);

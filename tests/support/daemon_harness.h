@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ class DaemonHarness {
   int Stop();
   // SIGKILL, no cleanup: simulates a daemon crash.
   void Kill();
+  // Waits for the daemon to exit on its own; its exit code, -2 when it is still running after
+  // `timeout` (-1 when killed by a signal).
+  int WaitForExit(std::chrono::milliseconds timeout);
 
   // Runs `binary` instead of the build's ktesiod from the next Start() (e.g. a copy without its
   // shim beside it), with `env` ("NAME=value", or "NAME" to unset) applied on top of ours.
