@@ -60,7 +60,10 @@ Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
                         return DeliverFor(row, snapshot);
                       },
                       [this](const store::InstanceRow& row, supervisor::State from,
-                             supervisor::State to) { OnTransition(row, from, to); }}) {
+                             supervisor::State to) { OnTransition(row, from, to); },
+                      [this](const std::string& instance, const std::string& problem) {
+                        health_.Set("store:" + instance, problem);
+                      }}) {
   SyncLaunchHealth();
   if (health_.degraded()) {
     log_->error("degraded: {}; agents cannot start", backend_.Problem());
@@ -73,6 +76,7 @@ Engine::~Engine() {
   // after them, so drop them first.
   follows_.clear();
   usage_watches_.clear();
+  usage_retries_.clear();  // their timers belong to io_ too
 }
 
 void Engine::Start() {

@@ -14,6 +14,7 @@
 #include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/post.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "engine/config_bridge.h"
 #include "engine/health.h"
 #include "fs/directory_watch.h"
@@ -229,6 +230,13 @@ class Engine {
   void FillUsage(const store::InstanceRow& row, v1::UsageView* usage, v1::BudgetView* budget,
                  bool* has_budget) const;
   std::map<std::string, UsageWatch> usage_watches_;
+  // Ingestion the store refused, retried with backoff until recorded (RetryUsage).
+  struct UsageRetry {
+    std::unique_ptr<boost::asio::steady_timer> timer;
+    int attempts = 0;
+  };
+  std::map<std::pair<std::string, int64_t>, UsageRetry> usage_retries_;
+  void RetryUsage(const std::string& name, int64_t run, const absl::Status& error);
   // Acts on the first breach committed with a batch of usage (pause/stop/warn), if any.
   void ActOnBreaches(const store::InstanceRow& row, int64_t run,
                      const std::vector<budget::Breach>& breaches, const budget::Limits& limits);
@@ -240,8 +248,12 @@ class Engine {
   // Proxy thread: queues a call record; the first of a batch wakes the engine.
   void QueueObservedCall(metering::CallRecord record);
   void FlushObservedCalls();  // engine thread
-  void RecordObservedCalls(const std::string& name,
-                           const std::vector<metering::CallRecord>& records);
+  // Errors: the store's, when the batch could not be committed (the caller retries it).
+  absl::Status RecordObservedCalls(const std::string& name,
+                                   const std::vector<metering::CallRecord>& records);
+  static constexpr size_t kMaxUnrecordedCalls = 100000;  // bound of the retry queue
+  int calls_retry_attempts_ = 0;
+  uint64_t calls_dropped_ = 0;
   std::mutex calls_mu_;
   std::vector<metering::CallRecord> pending_calls_;  // guarded by calls_mu_
   bool calls_flush_posted_ = false;                  // guarded by calls_mu_
@@ -258,6 +270,7 @@ class Engine {
   ConfigBridge config_;
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  boost::asio::steady_timer calls_retry_timer_{io_};  // after io_: constructed from it
   process::ShimBackend backend_;
   supervisor::Supervisor supervisor_;
   std::thread thread_;

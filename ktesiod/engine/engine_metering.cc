@@ -134,7 +134,7 @@ void Engine::ReopenProxies() {
                                           "restarted (model calls will fail until the agent is "
                                           "restarted): ",
                                           std::string(status.message())))
-          .IgnoreError();
+          .IgnoreError();  // informational: the daemon log above has it
     }
   }
 }
@@ -165,16 +165,67 @@ void Engine::FlushObservedCalls() {
   for (metering::CallRecord& record : batch) {
     by_instance[record.instance].push_back(std::move(record));
   }
-  for (const auto& [name, records] : by_instance) {
-    RecordObservedCalls(name, records);
+  // Calls already made must reach the ledger: a batch the store refuses is kept and retried
+  // with backoff (bounded), and the daemon reports it until it is recorded.
+  std::vector<metering::CallRecord> unrecorded;
+  absl::Status last_error;
+  for (auto& [name, records] : by_instance) {
+    if (absl::Status status = RecordObservedCalls(name, records); !status.ok()) {
+      last_error = status;
+      for (metering::CallRecord& record : records) {
+        unrecorded.push_back(std::move(record));
+      }
+    }
   }
+  if (unrecorded.empty()) {
+    if (calls_retry_attempts_ > 0) {
+      log_->info("metered calls recorded after {} failed attempt(s)", calls_retry_attempts_);
+      calls_retry_attempts_ = 0;
+      health_.Set("store:metering", "");
+    }
+    return;
+  }
+  size_t kept = 0;
+  {
+    std::lock_guard lock(calls_mu_);
+    unrecorded.insert(unrecorded.end(), std::make_move_iterator(pending_calls_.begin()),
+                      std::make_move_iterator(pending_calls_.end()));
+    if (unrecorded.size() > kMaxUnrecordedCalls) {
+      calls_dropped_ += unrecorded.size() - kMaxUnrecordedCalls;
+      unrecorded.erase(unrecorded.begin(),
+                       unrecorded.begin() +
+                           static_cast<std::ptrdiff_t>(unrecorded.size() - kMaxUnrecordedCalls));
+    }
+    pending_calls_ = std::move(unrecorded);
+    kept = pending_calls_.size();
+    calls_flush_posted_ = true;  // the retry timer flushes; new calls need no extra wake-up
+  }
+  const int64_t delay_ms =
+      std::min<int64_t>(int64_t{100} << std::min(calls_retry_attempts_, 6), 5000);
+  calls_retry_attempts_ += 1;
+  health_.Set("store:metering",
+              absl::StrCat(kept, " metered call(s) not recorded yet: ", last_error.message(),
+                           "; retrying every ", delay_ms, " ms",
+                           calls_dropped_ > 0
+                               ? absl::StrCat(" (", calls_dropped_, " dropped beyond the bound of ",
+                                              kMaxUnrecordedCalls, ")")
+                               : std::string()));
+  calls_retry_timer_.expires_after(std::chrono::milliseconds(delay_ms));
+  calls_retry_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) {
+      FlushObservedCalls();
+    }
+  });
 }
 
-void Engine::RecordObservedCalls(const std::string& name,
-                                 const std::vector<metering::CallRecord>& records) {
+absl::Status Engine::RecordObservedCalls(const std::string& name,
+                                         const std::vector<metering::CallRecord>& records) {
   absl::StatusOr<std::optional<store::InstanceRow>> found = store_->FindInstance(name);
-  if (!found.ok() || !found->has_value()) {
-    return;  // removed meanwhile: nothing to charge
+  if (!found.ok()) {
+    return found.status();
+  }
+  if (!found->has_value()) {
+    return absl::OkStatus();  // removed meanwhile: nothing to charge
   }
   const store::InstanceRow& row = **found;
   const int64_t run = row.current_run;
@@ -208,7 +259,7 @@ void Engine::RecordObservedCalls(const std::string& name,
   if (!status.ok()) {
     log_->error("metered calls not recorded instance={} run={} calls={} error={}", row.name, run,
                 records.size(), std::string(status.message()));
-    return;
+    return status;
   }
   if (known > 0) {
     PublishEvents();
@@ -224,9 +275,10 @@ void Engine::RecordObservedCalls(const std::string& name,
                            absl::StrCat("model call (", api,
                                         ") without usage from the provider: counted as "
                                         "unknown, not as zero tokens"))
-        .IgnoreError();
+        .IgnoreError();  // informational: the unknown-usage row is the record
   }
   ActOnBreaches(row, run, breaches, limits);
+  return absl::OkStatus();
 }
 
 }  // namespace ktesio::daemon::engine

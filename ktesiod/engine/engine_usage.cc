@@ -21,7 +21,7 @@ void Engine::WatchUsage(const store::InstanceRow& row) {
     return;
   }
   const std::string run_dir = supervisor::Supervisor::RunDir(row.home);
-  fs::MakeDirs(run_dir, 0700).IgnoreError();
+  fs::MakeDirs(run_dir, 0700).IgnoreError();  // the watch below reports a missing dir itself
   const std::string name = row.name;
   const int64_t run = row.current_run;
   UsageWatch& watch = usage_watches_[name];
@@ -31,9 +31,35 @@ void Engine::WatchUsage(const store::InstanceRow& row) {
   IngestUsage(name, run);  // whatever was written before the watch existed
 }
 
+void Engine::RetryUsage(const std::string& name, int64_t run, const absl::Status& error) {
+  // The lines stay in the run's usage file past the durable cursor: retrying loses and
+  // duplicates nothing, even for a run that has ended (its watch is gone).
+  UsageRetry& retry = usage_retries_[{name, run}];
+  if (retry.timer == nullptr) {
+    retry.timer = std::make_unique<boost::asio::steady_timer>(io_);
+  }
+  const int64_t delay_ms = std::min<int64_t>(int64_t{100} << std::min(retry.attempts, 6), 5000);
+  retry.attempts += 1;
+  health_.Set("store:usage:" + name, absl::StrCat("usage lines of run ", run, " of '", name,
+                                                  "' are not recorded yet: ", error.message(),
+                                                  "; retrying every ", delay_ms, " ms"));
+  retry.timer->expires_after(std::chrono::milliseconds(delay_ms));
+  retry.timer->async_wait([this, name, run](const boost::system::error_code& ec) {
+    if (!ec) {
+      IngestUsage(name, run);
+    }
+  });
+}
+
 void Engine::IngestUsage(const std::string& name, int64_t run) {
   absl::StatusOr<std::optional<store::InstanceRow>> row = store_->FindInstance(name);
-  if (!row.ok() || !row->has_value()) {
+  if (!row.ok()) {
+    RetryUsage(name, run, row.status());
+    return;
+  }
+  if (!row->has_value()) {
+    usage_retries_.erase({name, run});  // removed meanwhile: nothing to record
+    health_.Set("store:usage:" + name, "");
     return;
   }
   const std::string path =
@@ -44,13 +70,20 @@ void Engine::IngestUsage(const std::string& name, int64_t run) {
   if (!result.ok()) {
     log_->error("usage ingestion failed instance={} run={} error={}", name, run,
                 std::string(result.status().message()));
+    RetryUsage(name, run, result.status());
     return;
+  }
+  if (auto retry = usage_retries_.find({name, run}); retry != usage_retries_.end()) {
+    log_->info("usage of instance={} run={} recorded after {} failed attempt(s)", name, run,
+               retry->second.attempts);
+    usage_retries_.erase(retry);
+    health_.Set("store:usage:" + name, "");
   }
   for (const std::string& problem : result->malformed) {
     log_->warn("malformed usage line instance={} run={} error=\"{}\"", name, run, problem);
     logs::AppendEngineLine((*row)->home + "/logs", NowUnixMs(),
                            absl::StrCat("malformed KTESIO_USAGE line ignored: ", problem))
-        .IgnoreError();
+        .IgnoreError();  // informational: the line is reported in the daemon log above
   }
   if (result->duplicates > 0) {
     log_->info("usage replay ignored instance={} run={} duplicates={}", name, run,
@@ -75,7 +108,8 @@ void Engine::ActOnBreaches(const store::InstanceRow& row, int64_t run,
                                          ",limit=", first.limit, ",observed=", first.observed,
                                          ",action=", budget::ActionName(limits.action), "}");
   log_->warn("budget breach instance={} {}", row.name, cause);
-  logs::AppendEngineLine(row.home + "/logs", NowUnixMs(), cause).IgnoreError();
+  logs::AppendEngineLine(row.home + "/logs", NowUnixMs(), cause)
+      .IgnoreError();  // informational: the breach row and event are the record
   if (limits.action != budget::Action::kWarn) {
     // The breach (pending) is committed; the action is not taken yet. A test makes the daemon
     // die right here to prove the next one takes it (KTESIO_TEST_CRASH_POINT, docs/testing.md).

@@ -109,7 +109,7 @@ absl::StatusOr<store::InstanceRow> Registry::Register(const v1::RegisterAgentReq
   const bool home_existed = fs::Exists(home);
   auto undo = [&](absl::Status status) {
     if (!home_existed) {
-      fs::RemoveTree(home).IgnoreError();
+      fs::RemoveTree(home).IgnoreError();  // best effort: the registration already failed
     }
     return status;
   };

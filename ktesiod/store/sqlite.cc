@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +15,12 @@ namespace reason = contract::reason;
 
 absl::Status SqliteError(sqlite3* db, std::string_view what) {
   const int code = db == nullptr ? SQLITE_ERROR : sqlite3_extended_errcode(db);
+  if (code == SQLITE_CONSTRAINT_COMMITHOOK) {  // only the test-only fault seam below sets one
+    return contract::MakeError(absl::StatusCode::kInternal, reason::kStoreError,
+                               absl::StrCat("store: ", std::string(what),
+                                            ": commit refused by an injected store fault "
+                                            "(KTESIO_TEST_STORE_FAULT_FILE)"));
+  }
   const char* message = db == nullptr ? "no database" : sqlite3_errmsg(db);
   const bool constraint = (code & 0xff) == SQLITE_CONSTRAINT;
   return contract::MakeError(
@@ -184,6 +192,26 @@ std::string Statement::ColumnBlob(int column) const {
   return std::string(static_cast<const char*>(data), sqlite3_column_bytes(stmt_, column));
 }
 
+namespace {
+
+// Test-only fault seam: while the file named by KTESIO_TEST_STORE_FAULT_FILE exists, every
+// commit — of an explicit transaction or of a single statement — is turned into a rollback (a
+// commit hook), as on a failing disk. docs/testing.md.
+bool InjectedCommitFault() {
+  static const std::string path = [] {
+    const char* value = std::getenv("KTESIO_TEST_STORE_FAULT_FILE");
+    return value == nullptr ? std::string() : std::string(value);
+  }();
+  return !path.empty() && access(path.c_str(), F_OK) == 0;
+}
+
+bool FaultSeamArmed() {
+  const char* value = std::getenv("KTESIO_TEST_STORE_FAULT_FILE");
+  return value != nullptr && *value != '\0';
+}
+
+}  // namespace
+
 absl::StatusOr<Database> Database::Open(const std::string& path) {
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(
@@ -195,6 +223,10 @@ absl::StatusOr<Database> Database::Open(const std::string& path) {
   }
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, 5000);
+  if (FaultSeamArmed()) {
+    sqlite3_commit_hook(
+        db, [](void*) { return InjectedCommitFault() ? 1 : 0; }, nullptr);
+  }
   return Database(db);
 }
 
@@ -278,7 +310,7 @@ Transaction::Transaction(Transaction&& other) noexcept : db_(std::exchange(other
 
 Transaction::~Transaction() {
   if (db_ != nullptr) {
-    db_->Exec("ROLLBACK").IgnoreError();
+    db_->Exec("ROLLBACK").IgnoreError();  // a failed rollback leaves SQLite to roll back itself
   }
 }
 

@@ -16,7 +16,7 @@ namespace ktesio::daemon::supervisor {
 
 struct Supervisor::Runtime {
   explicit Runtime(boost::asio::io_context& io)
-      : ready_timer(io), stop_timer(io), confirm_timer(io), restart_timer(io) {}
+      : ready_timer(io), stop_timer(io), confirm_timer(io), restart_timer(io), record_timer(io) {}
 
   // Bumped at every launch; callbacks carrying an older generation are stale and ignored.
   uint64_t generation = 0;
@@ -33,6 +33,10 @@ struct Supervisor::Runtime {
   bool restart_pending = false;
   int64_t restart_delay_ms = 0;
   bool automatic_start = false;  // the current launch came from the restart policy
+  // An end of run whose commit failed and is being retried (RecordEnd): commands are refused.
+  boost::asio::steady_timer record_timer;
+  bool end_unrecorded = false;
+  int record_attempts = 0;
   // A budget breach seen while still starting: acted on as soon as the instance is running.
   std::optional<std::pair<bool, std::string>> pending_budget;  // (stop, cause)
 };

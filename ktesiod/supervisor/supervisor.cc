@@ -87,7 +87,8 @@ InstanceSettings Supervisor::SettingsFor(const store::InstanceRow& row) {
   return hooks_.settings ? hooks_.settings(row) : InstanceSettings();
 }
 
-absl::Status Supervisor::Commit(store::InstanceRow& row, State to, const std::string& cause) {
+absl::Status Supervisor::Commit(store::InstanceRow& row, State to, const std::string& cause,
+                                RunChange run) {
   const State from = ParseState(row.state).value_or(State::kRegistered);
   const int64_t now = clock_();
   row.state = std::string(StateName(to));
@@ -101,12 +102,23 @@ absl::Status Supervisor::Commit(store::InstanceRow& row, State to, const std::st
     if (absl::Status s = store_.UpdateInstance(row); !s.ok()) {
       return s;
     }
+    if (run.kind == RunChange::Kind::kBegin) {
+      if (absl::Status s = store_.BeginRun(row.id, row.current_run, run.at_ms); !s.ok()) {
+        return s;
+      }
+    } else if (run.kind == RunChange::Kind::kEnd) {
+      if (absl::Status s = store_.EndRun(row.id, row.current_run, run.at_ms, cause); !s.ok()) {
+        return s;
+      }
+    }
     return store_.AppendEvent({0, now, row.name, "transition", payload.str()}).status();
   });
   if (!status.ok()) {
     log_->error("commit failed instance={} to={} error={}", row.name, StateName(to),
                 std::string(status.message()));
-    return status;
+    return contract::MakeError(status.code(), reason::kStoreError,
+                               absl::StrCat("recording '", row.name, "' ", StateName(from), " -> ",
+                                            StateName(to), " failed: ", status.message()));
   }
   log_->info("transition instance={} from={} to={} cause=\"{}\"", row.name, StateName(from),
              StateName(to), cause);
@@ -116,6 +128,59 @@ absl::Status Supervisor::Commit(store::InstanceRow& row, State to, const std::st
     hooks_.on_transition(row, from, to);
   }
   return absl::OkStatus();
+}
+
+void Supervisor::RecordEnd(store::InstanceRow row, State to, std::string cause, int64_t ended_at,
+                           const std::function<void(const absl::Status&)>& answer,
+                           std::function<void(store::InstanceRow&)> recorded) {
+  store::InstanceRow attempt = row;
+  absl::Status status = Commit(attempt, to, cause, {RunChange::Kind::kEnd, ended_at});
+  if (answer) {
+    answer(status);
+  }
+  Runtime& rt = RuntimeFor(row);
+  if (status.ok()) {
+    if (rt.end_unrecorded) {
+      rt.end_unrecorded = false;
+      log_->info("recorded after {} failed attempt(s) instance={} to={}", rt.record_attempts,
+                 row.name, StateName(to));
+      if (hooks_.problem) {
+        hooks_.problem(row.name, "");
+      }
+    }
+    rt.record_attempts = 0;
+    if (recorded) {
+      recorded(attempt);
+    }
+    return;
+  }
+  rt.end_unrecorded = true;
+  const int64_t delay_ms = std::min<int64_t>(int64_t{100} << std::min(rt.record_attempts, 6), 5000);
+  rt.record_attempts += 1;
+  if (hooks_.problem) {
+    hooks_.problem(row.name, absl::StrCat("the end of run ", row.current_run, " of '", row.name,
+                                          "' (", StateName(to), ": ", cause, ") is not recorded: ",
+                                          status.message(), "; retrying every ", delay_ms, " ms"));
+  }
+  rt.record_timer.expires_after(std::chrono::milliseconds(delay_ms));
+  rt.record_timer.async_wait(
+      [this, row = std::move(row), to, cause = std::move(cause), ended_at,
+       recorded = std::move(recorded)](const boost::system::error_code& ec) mutable {
+        if (!ec) {
+          RecordEnd(std::move(row), to, std::move(cause), ended_at, nullptr, std::move(recorded));
+        }
+      });
+}
+
+absl::Status Supervisor::RefuseWhileUnrecorded(const store::InstanceRow& row) {
+  if (!RuntimeFor(row).end_unrecorded) {
+    return absl::OkStatus();
+  }
+  return contract::MakeError(
+      absl::StatusCode::kUnavailable, reason::kStoreError,
+      absl::StrCat("the last exit of '", row.name,
+                   "' is not recorded yet: the store refuses writes (see ktctl daemon status); "
+                   "the daemon keeps retrying"));
 }
 
 void Supervisor::EngineLine(const store::InstanceRow& row, const std::string& text) {
@@ -169,6 +234,10 @@ void Supervisor::Start(const std::string& name, Done done) {
   }
   Runtime& rt = RuntimeFor(*row);
   const State state = ParseState(row->state).value_or(State::kRegistered);
+  if (absl::Status status = RefuseWhileUnrecorded(*row); !status.ok()) {
+    done(status, {});
+    return;
+  }
   if (absl::Status status = CheckCommand(state, Command::kStart); !status.ok()) {
     done(status, {});
     return;
@@ -198,6 +267,8 @@ void Supervisor::Launch(store::InstanceRow row, bool automatic) {
       // Refused before launch: the state is unchanged (for an automatic restart the instance
       // stays failed with the refusal as its cause).
       if (automatic) {
+        // Ignored: the instance is failed (or stopped) already, no process exists; a failed
+        // write only keeps the previous cause.
         Commit(row, State::kFailed, absl::StrCat("launch-error{", rendered.status().message(), "}"))
             .IgnoreError();
       }
@@ -215,11 +286,12 @@ void Supervisor::Launch(store::InstanceRow row, bool automatic) {
   const std::string cause = automatic ? absl::StrCat("restarted{count=", row.restart_count,
                                                      ",waited_ms=", rt.restart_delay_ms, "}")
                                       : "start-requested";
-  if (absl::Status status = Commit(row, State::kStarting, cause); !status.ok()) {
+  if (absl::Status status =
+          Commit(row, State::kStarting, cause, {RunChange::Kind::kBegin, clock_()});
+      !status.ok()) {
     Finish(rt.start_waiters, status);
     return;
   }
-  store_.BeginRun(row.id, row.current_run, clock_()).IgnoreError();
   rt.automatic_start = automatic;
   rt.pending_budget.reset();
   rt.start_notices = delivery.notices;
@@ -269,17 +341,20 @@ void Supervisor::OnLaunched(const std::string& name, uint64_t generation,
   }
   if (!launched.ok()) {
     row->last_exit = std::string(launched.status().message());
-    Commit(*row, State::kFailed, absl::StrCat("launch-error{", launched.status().message(), "}"))
-        .IgnoreError();
-    store_.EndRun(row->id, row->current_run, clock_(), row->cause).IgnoreError();
-    Finish(rt.start_waiters, absl::OkStatus(), rt.start_notices);
+    std::optional<RestartDecision> decision;
     if (rt.automatic_start) {
-      InstanceSettings settings = SettingsFor(*row);
-      RestartDecision decision = DecideRestart(settings.restart, {false, 0, row->crash_streak});
-      row->crash_streak = decision.crash_streak;
-      store_.UpdateInstance(*row).IgnoreError();
-      ScheduleRestart(*row, decision);
+      decision = DecideRestart(SettingsFor(*row).restart, {false, 0, row->crash_streak});
+      row->crash_streak = decision->crash_streak;  // committed with the transition
     }
+    RecordEnd(
+        std::move(*row), State::kFailed,
+        absl::StrCat("launch-error{", launched.status().message(), "}"), clock_(),
+        [&](const absl::Status& status) { Finish(rt.start_waiters, status, rt.start_notices); },
+        [this, decision](store::InstanceRow& committed) {
+          if (decision.has_value()) {
+            ScheduleRestart(committed, *decision);
+          }
+        });
     return;
   }
   // The write-ahead spawn record: committed before the agent counts as supervised.
@@ -335,6 +410,10 @@ void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_s
     done(absl::OkStatus(), {"the pending automatic restart was cancelled"});
     return;
   }
+  if (absl::Status status = RefuseWhileUnrecorded(*row); !status.ok()) {
+    done(status, {});
+    return;
+  }
   if (absl::Status status = CheckCommand(state, Command::kStop); !status.ok()) {
     done(status, {});
     return;
@@ -347,7 +426,8 @@ void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_s
   rt.stop_notices.clear();
   if (state == State::kPaused) {
     // A frozen group cannot act on SIGTERM; thaw it first.
-    backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGCONT).IgnoreError();
+    backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGCONT)
+        .IgnoreError();  // a gone group: its exit arrives via the shim
   }
   BeginStop(*row, timeout_seconds.value_or(default_stop_seconds_));
 }
@@ -382,7 +462,8 @@ void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
     }
   }
   if (!signalled) {
-    backend_.SignalGroup(leader, SIGTERM).IgnoreError();
+    backend_.SignalGroup(leader, SIGTERM)
+        .IgnoreError();  // a gone group: its exit arrives via the shim
   }
   rt.stop_timer.expires_after(std::chrono::seconds(window_seconds));
   rt.stop_timer.async_wait([this, name, generation](const boost::system::error_code& ec) {
@@ -402,7 +483,8 @@ void Supervisor::Escalate(const std::string& name, uint64_t generation) {
     return;
   }
   rt.kill_sent = true;
-  backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGKILL).IgnoreError();
+  backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGKILL)
+      .IgnoreError();  // a gone group: its exit arrives via the shim
   EngineLine(*row, "stop escalated: SIGKILL to the whole process group");
   rt.confirm_timer.expires_after(std::chrono::seconds(5));
   rt.confirm_timer.async_wait([this, name, generation](const boost::system::error_code& ec) {
@@ -460,6 +542,10 @@ void Supervisor::Pause(const std::string& name, Done done) {
     return;
   }
   const State state = ParseState(row->state).value_or(State::kRegistered);
+  if (absl::Status status = RefuseWhileUnrecorded(*row); !status.ok()) {
+    done(status, {});
+    return;
+  }
   if (absl::Status status = CheckCommand(state, Command::kPause); !status.ok()) {
     done(status, {});
     return;
@@ -478,7 +564,8 @@ void Supervisor::Pause(const std::string& name, Done done) {
   if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
     absl::Status status = Commit(*row, State::kPaused, "paused");
     if (status.ok()) {
-      backend_.SignalGroup(leader, SIGSTOP).IgnoreError();
+      backend_.SignalGroup(leader, SIGSTOP)
+          .IgnoreError();  // a gone group: its exit arrives via the shim
     }
     done(status, {});
     return;
@@ -506,6 +593,10 @@ void Supervisor::Resume(const std::string& name, Done done) {
     return;
   }
   const State state = ParseState(row->state).value_or(State::kRegistered);
+  if (absl::Status status = RefuseWhileUnrecorded(*row); !status.ok()) {
+    done(status, {});
+    return;
+  }
   if (absl::Status status = CheckCommand(state, Command::kResume); !status.ok()) {
     done(status, {});
     return;
@@ -517,7 +608,8 @@ void Supervisor::Resume(const std::string& name, Done done) {
   if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
     absl::Status status = Commit(*row, State::kRunning, "resumed");
     if (status.ok()) {
-      backend_.SignalGroup(leader, SIGCONT).IgnoreError();
+      backend_.SignalGroup(leader, SIGCONT)
+          .IgnoreError();  // a gone group: its exit arrives via the shim
     }
     done(status, {});
     return;
@@ -534,7 +626,8 @@ void Supervisor::Resume(const std::string& name, Done done) {
   }
   // A paused instance may also have been frozen by a budget breach with a guaranteed level;
   // SIGCONT is harmless for a group that is not stopped.
-  backend_.SignalGroup(leader, SIGCONT).IgnoreError();
+  backend_.SignalGroup(leader, SIGCONT)
+      .IgnoreError();  // a gone group: its exit arrives via the shim
   done(status, notices);
 }
 
@@ -562,11 +655,12 @@ void Supervisor::BudgetAction(const std::string& name, bool stop, const std::str
       return;
     }
     if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
-      backend_.SignalGroup(leader, SIGSTOP).IgnoreError();
+      backend_.SignalGroup(leader, SIGSTOP)
+          .IgnoreError();  // a gone group: its exit arrives via the shim
     } else if (!snapshot.pause().exec().empty()) {
       std::vector<std::string> args(snapshot.pause().args().begin(), snapshot.pause().args().end());
       backend_.RunDetached(snapshot.pause().exec(), args, BaseEnvironment(), row->home)
-          .IgnoreError();
+          .IgnoreError();  // best effort: the level is best-effort
     }
     return;
   }
@@ -582,7 +676,8 @@ void Supervisor::BudgetAction(const std::string& name, bool stop, const std::str
   Runtime& rt = RuntimeFor(*row);
   rt.stop_notices.clear();
   if (state == State::kPaused) {
-    backend_.SignalGroup(leader, SIGCONT).IgnoreError();
+    backend_.SignalGroup(leader, SIGCONT)
+        .IgnoreError();  // a gone group: its exit arrives via the shim
   }
   BeginStop(*row, default_stop_seconds_);
 }

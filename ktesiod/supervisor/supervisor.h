@@ -53,11 +53,20 @@ struct Hooks {
       deliver;
   // Called after every committed transition (events, metering hooks).
   std::function<void(const store::InstanceRow&, State from, State to)> on_transition;
+  // Reports (or, with "", clears) a problem keeping the store from the truth for an instance,
+  // e.g. an exit whose commit keeps failing; the daemon shows it until it is resolved.
+  std::function<void(const std::string& instance, const std::string& problem)> problem;
 };
 
 // The outcome of a command: OK (the instance reached its target state, or `failed` for a start
 // whose launch failed) plus notices for the operator.
 using Done = std::function<void(absl::Status status, std::vector<std::string> notices)>;
+
+// A run begun or ended together with a transition, in the transition's own transaction.
+struct RunChange {
+  enum class Kind { kNone, kBegin, kEnd } kind = Kind::kNone;
+  int64_t at_ms = 0;
+};
 
 class Supervisor {
  public:
@@ -106,7 +115,17 @@ class Supervisor {
   struct Runtime;
   Runtime& RuntimeFor(const store::InstanceRow& row);
   absl::StatusOr<store::InstanceRow> Load(const std::string& name);
-  absl::Status Commit(store::InstanceRow& row, State to, const std::string& cause);
+  absl::Status Commit(store::InstanceRow& row, State to, const std::string& cause,
+                      RunChange run = {});
+  // The end of a run already happened (an exit, a failed launch): its transition and the run's
+  // end must reach the store. The first attempt's outcome goes to `answer` (a waiting command,
+  // may be null); a failed commit is retried with backoff (the instance refuses commands and
+  // the problem is reported meanwhile), and `recorded` runs once it is committed.
+  void RecordEnd(store::InstanceRow row, State to, std::string cause, int64_t ended_at,
+                 const std::function<void(const absl::Status&)>& answer,
+                 std::function<void(store::InstanceRow&)> recorded);
+  // STORE_ERROR while an end of run of `row` is not recorded yet; OK otherwise.
+  absl::Status RefuseWhileUnrecorded(const store::InstanceRow& row);
   void Launch(store::InstanceRow row, bool automatic);
   void OnLaunched(const std::string& name, uint64_t generation,
                   absl::StatusOr<process::Launched> launched);

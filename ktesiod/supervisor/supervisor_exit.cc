@@ -68,16 +68,17 @@ void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process:
   // Whatever the agent left in its group goes with it (the shim does this too; this covers a
   // shim that vanished).
   if (leader > 1) {
-    backend_.SignalGroup(leader, SIGKILL).IgnoreError();
+    backend_.SignalGroup(leader, SIGKILL).IgnoreError();  // usually nothing is left to signal
   }
 
   if (state == State::kStopping) {
     const std::string cause =
         rt.kill_sent ? absl::StrCat("stop-forced{SIGKILL after ", rt.stop_window_s, " s}")
                      : "stop-graceful";
-    absl::Status status = Commit(row, State::kStopped, cause);
-    store_.EndRun(row.id, row.current_run, now, cause).IgnoreError();
-    Finish(rt.stop_waiters, status, rt.stop_notices);
+    RecordEnd(
+        row, State::kStopped, cause, now,
+        [&](const absl::Status& status) { Finish(rt.stop_waiters, status, rt.stop_notices); },
+        nullptr);
     return;
   }
   if (state == State::kStarting) {
@@ -87,20 +88,25 @@ void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process:
         lost ? absl::StrCat("launch-error{", description, "}")
              : absl::StrCat("launch-error{'", snapshot.start().exec(),
                             "' exited within the readiness window: ", description, "}");
-    absl::Status status = Commit(row, State::kFailed, cause);
-    store_.EndRun(row.id, row.current_run, now, cause).IgnoreError();
-    Finish(rt.start_waiters, status, rt.start_notices);
+    std::optional<RestartDecision> decision;
     if (rt.automatic_start) {
-      RestartDecision decision =
-          DecideRestart(SettingsFor(row).restart, {false, run_ms, row.crash_streak});
-      row.crash_streak = decision.crash_streak;
-      store_.UpdateInstance(row).IgnoreError();
-      ScheduleRestart(row, decision);
+      decision = DecideRestart(SettingsFor(row).restart, {false, run_ms, row.crash_streak});
+      row.crash_streak = decision->crash_streak;  // committed with the transition
     }
+    RecordEnd(
+        row, State::kFailed, cause, now,
+        [&](const absl::Status& status) { Finish(rt.start_waiters, status, rt.start_notices); },
+        [this, decision](store::InstanceRow& committed) {
+          if (decision.has_value()) {
+            ScheduleRestart(committed, *decision);
+          }
+        });
     return;
   }
   if (state != State::kRunning && state != State::kPaused) {
     log_->warn("exit ignored instance={} state={} exit=\"{}\"", row.name, row.state, description);
+    // Ignored: only clears a stale spawn record of an instance at rest; the next reconcile
+    // finds the same dead processes and clears it again.
     store_.UpdateInstance(row).IgnoreError();
     return;
   }
@@ -121,9 +127,9 @@ void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process:
   } else {
     cause = absl::StrCat("crashed{", description, "}");
   }
-  Commit(row, to, cause).IgnoreError();
-  store_.EndRun(row.id, row.current_run, now, cause).IgnoreError();
-  ScheduleRestart(row, decision);
+  RecordEnd(row, to, cause, now, nullptr, [this, decision](store::InstanceRow& committed) {
+    ScheduleRestart(committed, decision);
+  });
 }
 
 void Supervisor::ScheduleRestart(store::InstanceRow& row, const RestartDecision& decision) {
@@ -184,6 +190,7 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
     log_->info("re-adopted instance={} pid={} shim={}", row.name, agent.pid, shim.pid);
     EngineLine(row, absl::StrCat("re-adopted by a new ktesiod (agent pid ", agent.pid, ")"));
     if (state == State::kStarting) {
+      // Ignored: the row stays `starting`, and the next reconciliation re-adopts it the same way.
       Commit(row, State::kRunning, "adapter-ready").IgnoreError();
     } else if (state == State::kStopping) {
       // Whoever asked for the stop is gone with the old daemon; finish it without delay.
@@ -197,7 +204,7 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
     return;
   }
   if (agent.pid > 0 && backend_.IsAlive(agent)) {
-    backend_.SignalGroup(agent.pid, SIGKILL).IgnoreError();
+    backend_.SignalGroup(agent.pid, SIGKILL).IgnoreError();  // best effort on an orphan
     ApplyExit(row, std::nullopt, true,
               "ktesio-shim vanished while the daemon was down; the uncaptured agent was killed");
     return;
