@@ -52,7 +52,9 @@ absl::Status Engine::SetConfig(const v1::SetConfigRequest& request,
   entry.secret_ref = config::SecretRefName(*stored).has_value();
   FillEntry(config::Masked({entry}).front(), response->mutable_entry());
   v1::AdapterSnapshot snapshot;
-  snapshot.ParseFromString(row->snapshot);
+  if (!snapshot.ParseFromString(row->snapshot)) {
+    snapshot.Clear();  // only decides a warning notice; a damaged snapshot shows no notice
+  }
   auto target = snapshot.config().find(request.key());
   if (entry.secret_ref && target != snapshot.config().end() &&
       target->second.target_case() == v1::ConfigTarget::kFlag) {

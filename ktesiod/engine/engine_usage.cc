@@ -16,8 +16,10 @@ namespace ktesio::daemon::engine {
 
 void Engine::WatchUsage(const store::InstanceRow& row) {
   v1::AdapterSnapshot snapshot;
-  snapshot.ParseFromString(row.snapshot);
-  if (snapshot.metering_source() != v1::METERING_SOURCE_SELF_REPORTED) {
+  // An unreadable snapshot still gets its usage watched: a usage file only exists for a
+  // self-reported run, so watching costs nothing and loses nothing.
+  if (snapshot.ParseFromString(row.snapshot) &&
+      snapshot.metering_source() != v1::METERING_SOURCE_SELF_REPORTED) {
     return;
   }
   const std::string run_dir = supervisor::Supervisor::RunDir(row.home);

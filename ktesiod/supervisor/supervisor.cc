@@ -87,6 +87,16 @@ InstanceSettings Supervisor::SettingsFor(const store::InstanceRow& row) {
   return hooks_.settings ? hooks_.settings(row) : InstanceSettings();
 }
 
+absl::StatusOr<v1::AdapterSnapshot> SnapshotOf(const store::InstanceRow& row) {
+  v1::AdapterSnapshot snapshot;
+  if (!snapshot.ParseFromString(row.snapshot)) {
+    return contract::MakeError(absl::StatusCode::kInternal, reason::kStoreError,
+                               absl::StrCat("the registration snapshot of '", row.name,
+                                            "' in state.db is unreadable (run ktesiod --check)"));
+  }
+  return snapshot;
+}
+
 absl::Status Supervisor::Commit(store::InstanceRow& row, State to, const std::string& cause,
                                 RunChange run) {
   const State from = ParseState(row.state).value_or(State::kRegistered);
@@ -443,8 +453,12 @@ void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
     Escalate(name, generation);
     return;
   }
-  v1::AdapterSnapshot snapshot;
-  snapshot.ParseFromString(row.snapshot);
+  absl::StatusOr<v1::AdapterSnapshot> parsed = SnapshotOf(row);
+  if (!parsed.ok()) {
+    // Without the adapter's stop template, stop the plain way: SIGTERM to the group.
+    log_->error("{}; stopping with SIGTERM", std::string(parsed.status().message()));
+  }
+  const v1::AdapterSnapshot snapshot = parsed.ok() ? *parsed : v1::AdapterSnapshot();
   bool signalled = false;
   if (!snapshot.stop().exec().empty()) {
     std::vector<std::string> args(snapshot.stop().args().begin(), snapshot.stop().args().end());
@@ -550,8 +564,12 @@ void Supervisor::Pause(const std::string& name, Done done) {
     done(status, {});
     return;
   }
-  v1::AdapterSnapshot snapshot;
-  snapshot.ParseFromString(row->snapshot);
+  absl::StatusOr<v1::AdapterSnapshot> parsed = SnapshotOf(*row);
+  if (!parsed.ok()) {
+    done(parsed.status(), {});
+    return;
+  }
+  const v1::AdapterSnapshot& snapshot = *parsed;
   const v1::SupportLevel level = LevelHere(snapshot.capabilities().pause());
   if (!Supported(level)) {
     done(contract::MakeError(absl::StatusCode::kFailedPrecondition, reason::kCapabilityUnsupported,
@@ -601,9 +619,14 @@ void Supervisor::Resume(const std::string& name, Done done) {
     done(status, {});
     return;
   }
-  v1::AdapterSnapshot snapshot;
-  snapshot.ParseFromString(row->snapshot);
-  const v1::SupportLevel level = LevelHere(snapshot.capabilities().pause());
+  absl::StatusOr<v1::AdapterSnapshot> parsed = SnapshotOf(*row);
+  if (!parsed.ok()) {
+    // SIGCONT resumes a frozen group whatever its adapter says: resume the guaranteed way.
+    log_->error("{}; resuming with SIGCONT", std::string(parsed.status().message()));
+  }
+  const v1::SupportLevel level =
+      parsed.ok() ? LevelHere(parsed->capabilities().pause()) : v1::SUPPORT_LEVEL_GUARANTEED;
+  const v1::AdapterSnapshot snapshot = parsed.ok() ? *parsed : v1::AdapterSnapshot();
   const pid_t leader = static_cast<pid_t>(row->pid.value_or(0));
   if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
     absl::Status status = Commit(*row, State::kRunning, "resumed");
@@ -644,8 +667,13 @@ void Supervisor::BudgetAction(const std::string& name, bool stop, const std::str
   if (!stop && state == State::kPaused) {
     return;  // already paused (e.g. a best-effort pause whose agent still reports usage)
   }
-  v1::AdapterSnapshot snapshot;
-  snapshot.ParseFromString(row->snapshot);
+  absl::StatusOr<v1::AdapterSnapshot> parsed = SnapshotOf(*row);
+  if (!parsed.ok()) {
+    // The budget is spent and the pause level unknown: stopping needs no capability.
+    log_->error("{}; the budget action becomes a stop", std::string(parsed.status().message()));
+    stop = true;
+  }
+  const v1::AdapterSnapshot snapshot = parsed.ok() ? *parsed : v1::AdapterSnapshot();
   const v1::SupportLevel level = LevelHere(snapshot.capabilities().pause());
   const pid_t leader = static_cast<pid_t>(row->pid.value_or(0));
   if (!stop && state == State::kRunning && Supported(level)) {

@@ -62,6 +62,10 @@ struct Hooks {
 // whose launch failed) plus notices for the operator.
 using Done = std::function<void(absl::Status status, std::vector<std::string> notices)>;
 
+// The registration snapshot of `row`. Errors: INTERNAL/STORE_ERROR naming the instance when
+// the stored bytes do not parse (a damaged store; `ktesiod --check` tells).
+absl::StatusOr<v1::AdapterSnapshot> SnapshotOf(const store::InstanceRow& row);
+
 // A run begun or ended together with a transition, in the transition's own transaction.
 struct RunChange {
   enum class Kind { kNone, kBegin, kEnd } kind = Kind::kNone;

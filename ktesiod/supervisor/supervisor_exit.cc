@@ -82,11 +82,10 @@ void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process:
     return;
   }
   if (state == State::kStarting) {
-    v1::AdapterSnapshot snapshot;
-    snapshot.ParseFromString(row.snapshot);
+    absl::StatusOr<v1::AdapterSnapshot> snapshot = SnapshotOf(row);  // only names the program
     const std::string cause =
         lost ? absl::StrCat("launch-error{", description, "}")
-             : absl::StrCat("launch-error{'", snapshot.start().exec(),
+             : absl::StrCat("launch-error{'", snapshot.ok() ? snapshot->start().exec() : "?",
                             "' exited within the readiness window: ", description, "}");
     std::optional<RestartDecision> decision;
     if (rt.automatic_start) {
@@ -251,9 +250,12 @@ void Supervisor::SendInput(const std::string& name, const std::string& text,
     done(row.status());
     return;
   }
-  v1::AdapterSnapshot snapshot;
-  snapshot.ParseFromString(row->snapshot);
-  const v1::SupportLevel level = snapshot.capabilities().interaction().on_linux();
+  absl::StatusOr<v1::AdapterSnapshot> snapshot = SnapshotOf(*row);
+  if (!snapshot.ok()) {
+    done(snapshot.status());
+    return;
+  }
+  const v1::SupportLevel level = snapshot->capabilities().interaction().on_linux();
   if (level != v1::SUPPORT_LEVEL_GUARANTEED && level != v1::SUPPORT_LEVEL_BEST_EFFORT) {
     done(contract::MakeError(
         absl::StatusCode::kFailedPrecondition, reason::kCapabilityUnsupported,
