@@ -21,16 +21,7 @@ absl::Status ForEachRow(Database& db, const std::string& sql, Fn row) {
   if (!stmt.ok()) {
     return stmt.status();
   }
-  while (true) {
-    absl::StatusOr<bool> more = stmt->Step();
-    if (!more.ok()) {
-      return more.status();
-    }
-    if (!*more) {
-      return absl::OkStatus();
-    }
-    row(*stmt);
-  }
+  return stmt->ForEach(row);
 }
 
 }  // namespace

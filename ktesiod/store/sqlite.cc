@@ -212,10 +212,9 @@ bool FaultSeamArmed() {
 
 }  // namespace
 
-absl::StatusOr<Database> Database::Open(const std::string& path) {
+absl::StatusOr<Database> Database::OpenWith(const std::string& path, int flags) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(
-      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     absl::Status status = SqliteError(db, absl::StrCat("open ", path));
     sqlite3_close(db);
@@ -223,11 +222,16 @@ absl::StatusOr<Database> Database::Open(const std::string& path) {
   }
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, 5000);
-  if (FaultSeamArmed()) {
-    sqlite3_commit_hook(
-        db, [](void*) { return InjectedCommitFault() ? 1 : 0; }, nullptr);
-  }
   return Database(db);
+}
+
+absl::StatusOr<Database> Database::Open(const std::string& path) {
+  absl::StatusOr<Database> db = OpenWith(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (db.ok() && FaultSeamArmed()) {
+    sqlite3_commit_hook(
+        db->raw(), [](void*) { return InjectedCommitFault() ? 1 : 0; }, nullptr);
+  }
+  return db;
 }
 
 absl::StatusOr<Database> Database::OpenReadOnly(const std::string& path) {
@@ -235,16 +239,7 @@ absl::StatusOr<Database> Database::OpenReadOnly(const std::string& path) {
     return contract::MakeError(absl::StatusCode::kNotFound, contract::reason::kStoreError,
                                absl::StrCat(path, ": no such file"));
   }
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    absl::Status status = SqliteError(db, absl::StrCat("open ", path));
-    sqlite3_close(db);
-    return status;
-  }
-  sqlite3_extended_result_codes(db, 1);
-  sqlite3_busy_timeout(db, 5000);
-  return Database(db);
+  return OpenWith(path, SQLITE_OPEN_READONLY);
 }
 
 Database::Database(Database&& other) noexcept

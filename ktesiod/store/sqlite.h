@@ -57,6 +57,20 @@ class Statement {
   absl::StatusOr<bool> Step();
   // Steps to completion, discarding rows.
   absl::Status Run();
+  // Steps to completion, calling `row(*this)` for every row.
+  template <typename Fn>
+  absl::Status ForEach(Fn row) {
+    while (true) {
+      absl::StatusOr<bool> more = Step();
+      if (!more.ok()) {
+        return more.status();
+      }
+      if (!*more) {
+        return absl::OkStatus();
+      }
+      row(*this);
+    }
+  }
   void Reset();
 
   int64_t ColumnInt(int column) const;
@@ -92,6 +106,7 @@ class Database {
   sqlite3* raw() const { return db_; }
 
  private:
+  static absl::StatusOr<Database> OpenWith(const std::string& path, int flags);
   explicit Database(sqlite3* db) : db_(db), cache_(std::make_unique<StatementCache>()) {}
   void Close();
   sqlite3* db_ = nullptr;

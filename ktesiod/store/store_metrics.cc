@@ -13,17 +13,14 @@ absl::StatusOr<Store::EventCounts> Store::CountEvents(int64_t after) {
   stmt->Bind(1, after);
   EventCounts counts;
   counts.last_cursor = after;
-  while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
-    if (!row.ok()) {
-      return row.status();
-    }
-    if (!*row) {
-      return counts;
-    }
-    counts.by_type[stmt->ColumnText(0)] += static_cast<uint64_t>(stmt->ColumnInt(1));
-    counts.last_cursor = std::max(counts.last_cursor, stmt->ColumnInt(2));
+  absl::Status status = stmt->ForEach([&](const Statement& row) {
+    counts.by_type[row.ColumnText(0)] += static_cast<uint64_t>(row.ColumnInt(1));
+    counts.last_cursor = std::max(counts.last_cursor, row.ColumnInt(2));
+  });
+  if (!status.ok()) {
+    return status;
   }
+  return counts;
 }
 
 absl::StatusOr<std::vector<Store::BreachCount>> Store::CountBreaches() {
@@ -55,18 +52,14 @@ absl::StatusOr<std::vector<Store::PendingBreach>> Store::PendingBreaches() {
     return stmt.status();
   }
   std::vector<PendingBreach> pending;
-  while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
-    if (!row.ok()) {
-      return row.status();
-    }
-    if (!*row) {
-      return pending;
-    }
-    pending.push_back({stmt->ColumnInt(0), stmt->ColumnInt(1), stmt->ColumnText(2),
-                       stmt->ColumnText(3), stmt->ColumnInt(4), stmt->ColumnInt(5),
-                       stmt->ColumnText(6)});
+  absl::Status status = stmt->ForEach([&](const Statement& row) {
+    pending.push_back({row.ColumnInt(0), row.ColumnInt(1), row.ColumnText(2), row.ColumnText(3),
+                       row.ColumnInt(4), row.ColumnInt(5), row.ColumnText(6)});
+  });
+  if (!status.ok()) {
+    return status;
   }
+  return pending;
 }
 
 absl::Status Store::ClearPendingBreaches(int64_t instance_id, int64_t run) {

@@ -8,7 +8,6 @@
 
 #include <filesystem>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -46,18 +45,7 @@ class BudgetCrashTest : public ::testing::Test {
  protected:
   void Register(const std::string& name, const std::string& args, const std::string& action,
                 const std::string& per_run) {
-    std::string quoted;
-    std::istringstream in(args);
-    for (std::string word; in >> word;) {
-      quoted += (quoted.empty() ? "\"" : ", \"") + word + "\"";
-    }
-    const std::string dir = daemon_.dir() + "/m-" + name;
-    fs::create_directories(dir);
-    WriteFileOrDie(dir + "/adapter.toml",
-                   absl::StrCat("contract_version = \"1.0.0\"\n[adapter]\nkind = \"usage\"\n",
-                                "[lifecycle.start]\nexec = \"", ProbePath(), "\"\nargs = [", quoted,
-                                "]\n[capabilities.pause]\nlinux = \"guaranteed\"\n",
-                                "[metering]\nsource = \"self-reported\"\n"));
+    const std::string dir = WriteProbeManifest(daemon_.dir() + "/m-" + name, "usage", args);
     ASSERT_EQ(daemon_.Ctl({"agent", "register", name, "--manifest", dir}).exit_code, 0);
     for (const auto& [key, value] :
          std::vector<std::pair<std::string, std::string>>{{"budget.tokens.per_run", per_run},

@@ -64,18 +64,7 @@ class MetricsTest : public ::testing::Test {
   }
 
   void RegisterSelfReported(const std::string& name, const std::string& args) {
-    std::string quoted;
-    std::istringstream in(args);
-    for (std::string word; in >> word;) {
-      quoted += (quoted.empty() ? "\"" : ", \"") + word + "\"";
-    }
-    const std::string dir = daemon_.dir() + "/m-" + name;
-    std::filesystem::create_directories(dir);
-    WriteFileOrDie(dir + "/adapter.toml",
-                   absl::StrCat("contract_version = \"1.0.0\"\n[adapter]\nkind = \"usage\"\n",
-                                "[lifecycle.start]\nexec = \"", ProbePath(), "\"\nargs = [", quoted,
-                                "]\n[capabilities.pause]\nlinux = \"guaranteed\"\n",
-                                "[metering]\nsource = \"self-reported\"\n"));
+    const std::string dir = WriteProbeManifest(daemon_.dir() + "/m-" + name, "usage", args);
     RunResult registered = daemon_.Ctl({"agent", "register", name, "--manifest", dir});
     ASSERT_EQ(registered.exit_code, 0) << registered.err;
   }

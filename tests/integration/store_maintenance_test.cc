@@ -9,7 +9,6 @@
 
 #include <filesystem>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "daemon_harness.h"
@@ -49,18 +48,7 @@ std::vector<std::string> Rows(const std::string& path, const std::string& sql) {
 }
 
 std::string Manifest(const std::string& dir, const std::string& args) {
-  std::string quoted;
-  std::istringstream in(args);
-  for (std::string word; in >> word;) {
-    quoted += (quoted.empty() ? "\"" : ", \"") + word + "\"";
-  }
-  fs::create_directories(dir);
-  WriteFileOrDie(dir + "/adapter.toml",
-                 absl::StrCat("contract_version = \"1.0.0\"\n[adapter]\nkind = \"usage\"\n",
-                              "[lifecycle.start]\nexec = \"", ProbePath(), "\"\nargs = [", quoted,
-                              "]\n[capabilities.pause]\nlinux = \"guaranteed\"\n",
-                              "[metering]\nsource = \"self-reported\"\n"));
-  return dir;
+  return WriteProbeManifest(dir, "usage", args);
 }
 
 TEST(StoreMaintenance, DamagedStoreRefusesTheStartNamingTheFileAndTheWayOut) {

@@ -18,19 +18,7 @@ class UsageTestBase : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog(); }
 
   void Register(const std::string& name, const std::string& args) {
-    std::string quoted;
-    std::istringstream in(args);
-    std::string word;
-    while (in >> word) {
-      quoted += (quoted.empty() ? "\"" : ", \"") + word + "\"";
-    }
-    std::string dir = daemon_.dir() + "/m-" + name;
-    std::filesystem::create_directories(dir);
-    WriteFileOrDie(dir + "/adapter.toml",
-                   absl::StrCat("contract_version = \"1.0.0\"\n[adapter]\nkind = \"usage\"\n",
-                                "[lifecycle.start]\nexec = \"", ProbePath(), "\"\nargs = [", quoted,
-                                "]\n[capabilities.pause]\nlinux = \"guaranteed\"\n",
-                                "[metering]\nsource = \"self-reported\"\n"));
+    const std::string dir = WriteProbeManifest(daemon_.dir() + "/m-" + name, "usage", args);
     ASSERT_EQ(daemon_.Ctl({"agent", "register", name, "--manifest", dir}).exit_code, 0);
   }
 

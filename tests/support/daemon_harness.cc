@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "gtest/gtest.h"
 
@@ -18,6 +19,22 @@ namespace ktesio::testing {
 std::string KtesiodPath() { return KTESIO_KTESIOD_PATH; }
 std::string KtctlPath() { return KTESIO_KTCTL_PATH; }
 std::string ProbePath() { return KTESIO_PROBE_PATH; }
+
+std::string WriteProbeManifest(const std::string& dir, const std::string& kind,
+                               const std::string& args, const std::string& extra_toml) {
+  std::string quoted;
+  std::istringstream in(args);
+  for (std::string word; in >> word;) {
+    quoted += (quoted.empty() ? "\"" : ", \"") + word + "\"";
+  }
+  std::filesystem::create_directories(dir);
+  WriteFileOrDie(dir + "/adapter.toml",
+                 "contract_version = \"1.0.0\"\n[adapter]\nkind = \"" + kind +
+                     "\"\n[lifecycle.start]\nexec = \"" + ProbePath() + "\"\nargs = [" + quoted +
+                     "]\n[capabilities.pause]\nlinux = \"guaranteed\"\n" +
+                     "[metering]\nsource = \"self-reported\"\n" + extra_toml);
+  return dir;
+}
 
 bool SocketAnswers(const std::string& path) {
   sockaddr_un addr{};

@@ -60,6 +60,12 @@ class DaemonHarness {
   std::vector<std::string> env_;
 };
 
+// Writes `dir`/adapter.toml for the fixture agent ktesio-probe: kind `kind`, the
+// whitespace-separated `args`, pause guaranteed, self-reported metering, then `extra_toml`
+// appended as is. Creates `dir`; returns it.
+std::string WriteProbeManifest(const std::string& dir, const std::string& kind,
+                               const std::string& args, const std::string& extra_toml = "");
+
 // True when something accepts connections on the Unix socket at `path`.
 bool SocketAnswers(const std::string& path);
 
