@@ -3,7 +3,6 @@
 // and counts nothing twice.
 
 #include <filesystem>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "daemon_harness.h"
