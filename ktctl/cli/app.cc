@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -9,6 +10,7 @@
 #include "cli/output.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/suggest.h"
 #include "ktesio/contract/utf8.h"
 #include "ktesio/v1/version.h"
 
@@ -67,6 +69,31 @@ int PrintVersion(Context& ctx) {
     Out(absl::StrCat("ktesiod: not reachable at ", ctx.socket_path, "\n"));
   }
   return kExitOk;
+}
+
+// "unknown command 'agent strat x'; did you mean 'ktctl agent start x'? (see ktctl --help)":
+// the command whose words are nearest to as many of the given words.
+std::string UnknownCommand(const std::vector<std::string>& words) {
+  std::string suggestion;
+  size_t best = SIZE_MAX;
+  for (const Command& command : Commands()) {
+    const size_t n = command.path.size();
+    if (n > words.size()) {
+      continue;
+    }
+    const std::string given =
+        absl::StrJoin(words.begin(), words.begin() + static_cast<long>(n), " ");
+    const std::string path = JoinPath(command.path);
+    const size_t distance = contract::EditDistance(given, path);
+    if (distance <= contract::SuggestionThreshold(path.size()) && distance < best) {
+      best = distance;
+      std::vector<std::string> rest(words.begin() + static_cast<long>(n), words.end());
+      suggestion = absl::StrCat("ktctl ", path, rest.empty() ? "" : " ", absl::StrJoin(rest, " "));
+    }
+  }
+  return absl::StrCat("unknown command '", absl::StrJoin(words, " "), "'",
+                      suggestion.empty() ? "" : absl::StrCat("; did you mean '", suggestion, "'?"),
+                      " (see ktctl --help)");
 }
 
 }  // namespace
@@ -150,10 +177,7 @@ int RunCli(const std::vector<std::string>& args) {
       Out(HelpText());
       return kExitOk;
     }
-    return ReportError(
-        ctx.global.json, "USAGE",
-        absl::StrCat("unknown command '", absl::StrJoin(words, " "), "' (see ktctl --help)"),
-        kExitUsage);
+    return ReportError(ctx.global.json, "USAGE", UnknownCommand(words), kExitUsage);
   }
   if (ctx.global.help) {
     Out(absl::StrCat("usage: ktctl ", JoinPath(best->path), " ", std::string(best->usage), "\n\n",

@@ -6,38 +6,12 @@
 #include <vector>
 
 #include "config/keys.h"
+#include "ktesio/contract/suggest.h"
 
 namespace ktesio::daemon::config {
 namespace {
 
-// Optimal string alignment distance: insertions, deletions, substitutions and adjacent
-// transpositions each cost 1 ("modle" is one edit from "model").
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1, 0));
-  for (size_t i = 0; i <= a.size(); ++i) {
-    d[i][0] = i;
-  }
-  for (size_t j = 0; j <= b.size(); ++j) {
-    d[0][j] = j;
-  }
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-size_t Threshold(size_t length) {
-  if (length <= 6) {
-    return 1;
-  }
-  return length <= 12 ? 2 : 3;
-}
+using contract::EditDistance;
 
 }  // namespace
 
@@ -63,7 +37,7 @@ std::string SuggestKey(std::string_view unknown) {
     }
   }
   std::string best;
-  size_t best_distance = Threshold(unknown.size()) + 1;
+  size_t best_distance = contract::SuggestionThreshold(unknown.size()) + 1;
   for (const KeySpec& spec : KnownKeys()) {
     if (spec.reserved) {
       continue;

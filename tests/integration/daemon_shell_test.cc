@@ -205,6 +205,17 @@ TEST(DaemonShell, RelativeStateDirRefused) {
   EXPECT_NE(r.err.find("absolute"), std::string::npos) << r.err;
 }
 
+TEST(Ktctl, UnknownCommandSuggestsTheNearestOne) {
+  RunResult r = RunProcess({KtctlPath(), "agent", "strat", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "ktctl: unknown command 'agent strat x'; did you mean 'ktctl agent start x'? (see "
+            "ktctl --help)\n");
+  RunResult far = RunProcess({KtctlPath(), "frobnicate"});
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_EQ(far.err, "ktctl: unknown command 'frobnicate' (see ktctl --help)\n");
+}
+
 TEST(DaemonShell, UnknownFlagIsUsageError) {
   RunResult r = RunProcess({KtesiodPath(), "--bogus"});
   EXPECT_EQ(r.exit_code, 2);
