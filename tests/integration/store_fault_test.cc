@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon_harness.h"
 #include "fake_provider.h"
 #include "gtest/gtest.h"
@@ -87,6 +88,39 @@ TEST(StoreFault, FailedCommitsAreRefusedOrRetriedNeverIgnored) {
   EXPECT_EQ(crashes, 1u) << events.out;
   EXPECT_NE(daemon.DaemonLog().find("recorded after"), std::string::npos);
   ASSERT_EQ(daemon.Ctl({"agent", "stop", "a"}).exit_code, 0);
+}
+
+// Every kind of mutating command: refused with STORE_ERROR naming what was not recorded, and
+// nothing changes — not in the store, not in what the daemon shows.
+TEST(StoreFault, EveryMutatingCommandFailsWithTheStoreErrorAndChangesNothing) {
+  DaemonHarness daemon;
+  const std::string fault = daemon.dir() + "/store-fault";
+  daemon.set_env({"KTESIO_TEST_STORE_FAULT_FILE=" + fault});
+  ASSERT_TRUE(daemon.Start()) << daemon.DaemonLog();
+  ASSERT_EQ(daemon.Ctl({"agent", "register", "idle", "--kind", "mock"}).exit_code, 0);
+  ASSERT_EQ(daemon.Ctl({"agent", "register", "live", "--kind", "mock"}).exit_code, 0);
+  ASSERT_EQ(daemon.Ctl({"agent", "start", "live"}).exit_code, 0);
+  const std::string before = daemon.Ctl({"agent", "list", "--json"}).out;
+  WriteFileOrDie(fault, "");
+  for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
+           {"agent", "register", "new", "--kind", "mock"},
+           {"agent", "start", "idle"},
+           {"agent", "stop", "live"},
+           {"agent", "restart", "live"},
+           {"agent", "pause", "live"},
+           {"agent", "remove", "idle"},
+       }) {
+    std::vector<std::string> argv = command;
+    argv.push_back("--json");
+    RunResult r = daemon.Ctl(argv);
+    EXPECT_EQ(r.exit_code, 1) << absl::StrJoin(command, " ") << ": " << r.out << r.err;
+    EXPECT_NE(r.out.find("\"reason\":\"STORE_ERROR\""), std::string::npos)
+        << absl::StrJoin(command, " ") << ": " << r.out;
+  }
+  fs::remove(fault);
+  std::string after = daemon.Ctl({"agent", "list", "--json"}).out;
+  EXPECT_EQ(after, before) << "a refused command changed something";
+  ASSERT_EQ(daemon.Ctl({"agent", "stop", "live"}).exit_code, 0);
 }
 
 TEST(StoreFault, AnUnreadableSnapshotIsAReportedErrorNotADefault) {
