@@ -215,7 +215,12 @@ def main() -> int:
         failures = log.count("failed export(s) since the last success")
         assert 1 <= failures <= 2, f"{failures} warnings for ~30 failed exports"
         growth = rss_kib(daemon.pid) - rss_before
-        assert growth < 4096, f"RSS grew {growth} KiB while the collector was down"
+        # Under AddressSanitizer freed memory sits in its quarantine (resident) for a while: the
+        # bound is looser there, the point is the same (no growth per failed export).
+        with open(args.ktesiod, "rb") as binary:
+            sanitized = b"__asan_init" in binary.read()
+        limit = 65536 if sanitized else 4096
+        assert growth < limit, f"RSS grew {growth} KiB while the collector was down"
         print(f"otlp: collector down: {failures} warning(s), RSS growth {growth} KiB, "
               f"daemon answering ({warned_before} export lines before)")
 
