@@ -79,7 +79,7 @@ TEST(StoreMaintenance, BackupWhileAgentsReportUsageRestoresTheSameLedgerInstance
     const std::string name = absl::StrCat("u", i);
     const std::string dir =
         Manifest(source.dir() + "/m-" + name,
-                 "--usage-lines 60 --usage-input 3 --usage-output 5 --usage-interval-ms 20 "
+                 "--usage-lines 60 --usage-input 3 --usage-output 5 --usage-interval-ms 40 "
                  "--heartbeat-ms 60000");
     ASSERT_EQ(source.Ctl({"agent", "register", name, "--manifest", dir}).exit_code, 0);
     ASSERT_EQ(source
