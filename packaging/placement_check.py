@@ -24,7 +24,12 @@ import sys
 import tempfile
 import time
 
-import yaml
+try:
+    import yaml
+except ImportError:  # another python3 first on PATH: Debian's has python3-yaml (install-deps)
+    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
+    raise
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STOP_WINDOW_S = 30 + 5  # stop_timeout_secs default + kill confirmation
