@@ -207,7 +207,8 @@ TEST(SampleTree, CountsARealChildTree) {
   std::optional<TreeStats> tree;
   for (int i = 0; i < 200; ++i) {
     tree = SampleTree(getpid(), 0, false);
-    if (tree.has_value() && tree->processes >= 2) {
+    // Both children have exec'd sleep (a child caught between fork and exec may show no RSS).
+    if (tree.has_value() && tree->processes >= 2 && tree->resident_bytes > 0) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
