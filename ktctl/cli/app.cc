@@ -133,6 +133,8 @@ const std::vector<Command>& Commands() {
     AddAgentCommands(all);
     AddConfigCommands(all);
     AddObserveCommands(all);
+    AddTopCommands(all);
+    AddFleetCommands(all);
     AddCompletionCommands(all);
     AddManifestCommands(all);
     return all;

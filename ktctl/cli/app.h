@@ -48,5 +48,7 @@ void AddManifestCommands(std::vector<Command>& commands);
 void AddConfigCommands(std::vector<Command>& commands);
 void AddObserveCommands(std::vector<Command>& commands);
 void AddCompletionCommands(std::vector<Command>& commands);
+void AddTopCommands(std::vector<Command>& commands);
+void AddFleetCommands(std::vector<Command>& commands);
 
 }  // namespace ktesio::cli

@@ -54,6 +54,7 @@ Client::Client(std::string socket_path, std::chrono::milliseconds timeout)
   config_ = v1::ConfigService::NewStub(channel_);
   secrets_ = v1::SecretService::NewStub(channel_);
   events_ = v1::EventService::NewStub(channel_);
+  fleet_ = v1::FleetService::NewStub(channel_);
 }
 
 std::unique_ptr<grpc::ClientContext> Client::NewContext() const { return NewContext(timeout_); }

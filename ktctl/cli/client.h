@@ -11,6 +11,7 @@
 #include "ktesio/v1/agent.grpc.pb.h"
 #include "ktesio/v1/config.grpc.pb.h"
 #include "ktesio/v1/events.grpc.pb.h"
+#include "ktesio/v1/fleet.grpc.pb.h"
 #include "ktesio/v1/logs.grpc.pb.h"
 #include "ktesio/v1/system.grpc.pb.h"
 
@@ -44,6 +45,7 @@ class Client {
   v1::ConfigService::Stub& config() { return *config_; }
   v1::SecretService::Stub& secrets() { return *secrets_; }
   v1::EventService::Stub& events() { return *events_; }
+  v1::FleetService::Stub& fleet() { return *fleet_; }
   const std::string& socket_path() const { return socket_path_; }
 
  private:
@@ -56,6 +58,7 @@ class Client {
   std::unique_ptr<v1::ConfigService::Stub> config_;
   std::unique_ptr<v1::SecretService::Stub> secrets_;
   std::unique_ptr<v1::EventService::Stub> events_;
+  std::unique_ptr<v1::FleetService::Stub> fleet_;
 };
 
 }  // namespace ktesio::cli

@@ -11,12 +11,15 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cli/app.h"
+#include "cli/batch.h"
 #include "cli/exit_codes.h"
 #include "cli/manifest_file.h"
 #include "cli/output.h"
 #include "cli/render.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/labels.h"
 #include "ktesio/contract/utf8.h"
 
 namespace ktesio::cli {
@@ -79,10 +82,23 @@ int Register(Context& ctx, const std::vector<std::string>& args) {
 }
 
 int List(Context& ctx, const std::vector<std::string>& args) {
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 0, 0);
+  constexpr std::string_view kUsage =
+      "agent list [--selector SEL] [--show-labels] [-L KEY[,KEY...]]";
+  absl::StatusOr<LocalArgs> local =
+      ParseLocal(args, {"--selector", "-l", "-L", "--label-columns"}, {"--show-labels"}, 0, 0);
   if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), "agent list");
+    return ctx.Usage(std::string(local.status().message()), kUsage);
   }
+  ListOptions options;
+  options.show_labels = local->Has("--show-labels");
+  if (std::optional<std::string> keys =
+          local->Value("-L").has_value() ? local->Value("-L") : local->Value("--label-columns")) {
+    for (absl::string_view key : absl::StrSplit(*keys, ',', absl::SkipEmpty())) {
+      options.label_columns.emplace_back(key);
+    }
+  }
+  v1::ListAgentsRequest request;
+  request.set_selector(local->Value("--selector").value_or(local->Value("-l").value_or("")));
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
@@ -90,11 +106,54 @@ int List(Context& ctx, const std::vector<std::string>& args) {
   }
   v1::ListAgentsResponse response;
   auto call = client->NewContext();
-  grpc::Status status = client->agents().ListAgents(call.get(), v1::ListAgentsRequest(), &response);
+  grpc::Status status = client->agents().ListAgents(call.get(), request, &response);
   if (!status.ok()) {
     return ctx.Fail(status);
   }
-  Out(ctx.global.json ? ListDocument(response) : ListTable(response));
+  Out(ctx.global.json ? ListDocument(response, options) : ListTable(response, options));
+  return kExitOk;
+}
+
+int Label(Context& ctx, const std::vector<std::string>& args) {
+  constexpr std::string_view kUsage = "agent label NAME KEY=VALUE... KEY-...";
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 2, SIZE_MAX);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), kUsage);
+  }
+  const std::vector<std::string> edits(local->positionals.begin() + 1, local->positionals.end());
+  absl::StatusOr<contract::LabelEdit> edit = contract::ParseLabelEdits(edits);
+  if (!edit.ok()) {
+    return ReportError(ctx.global.json, contract::ErrorReason(edit.status()),
+                       std::string(edit.status().message()), kExitUsage);
+  }
+  v1::LabelAgentRequest request;
+  request.set_name(local->positionals[0]);
+  request.mutable_set()->insert(edit->set.begin(), edit->set.end());
+  for (const std::string& key : edit->remove) {
+    request.add_remove(key);
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::LabelAgentResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->agents().LabelAgent(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("instance").String(request.name());
+    json.Key("changed").Bool(response.changed()).Key("labels");
+    WriteLabels(json, response.instance());
+    json.EndObject();
+    Out(json.Take() + "\n");
+  } else {
+    Out(absl::StrCat(request.name(), response.changed() ? ": labels " : ": labels unchanged ",
+                     LabelsText(response.instance()), "\n"));
+  }
   return kExitOk;
 }
 
@@ -121,13 +180,25 @@ int Show(Context& ctx, const std::vector<std::string>& args) {
 }
 
 int Remove(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "agent remove NAME [--retain|--delete] [--force]";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {"--retain", "--delete", "--force"}, 1, 1);
+  constexpr std::string_view kUsage =
+      "agent remove (NAME... | --selector SEL | --all) [--retain|--delete] [--force]";
+  absl::StatusOr<LocalArgs> local = ParseLocal(
+      args, kSelectValueFlags, {"--retain", "--delete", "--force", "--all"}, 0, SIZE_MAX);
   if (!local.ok()) {
     return ctx.Usage(std::string(local.status().message()), kUsage);
   }
   if (local->Has("--retain") && local->Has("--delete")) {
     return ctx.Usage("--retain and --delete exclude each other", kUsage);
+  }
+  absl::StatusOr<Targets> targets = TargetsFrom(*local);
+  if (!targets.ok()) {
+    return ctx.Usage(std::string(targets.status().message()), kUsage);
+  }
+  if (!targets->Single()) {
+    BatchOptions options;
+    options.delete_home = local->Has("--delete");
+    options.force = local->Has("--force");
+    return RunBatch(ctx, v1::BATCH_VERB_REMOVE, *targets, options);
   }
   int code = 0;
   Client* client = ctx.Connect(&code);
@@ -180,11 +251,21 @@ int ReportInstance(Context& ctx, const v1::AgentInstance& instance, bool started
 template <typename Request, typename Response>
 int Lifecycle(Context& ctx, const std::vector<std::string>& args, std::string_view verb,
               grpc::Status (v1::AgentService::Stub::*rpc)(grpc::ClientContext*, const Request&,
-                                                          Response*)) {
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
+                                                          Response*),
+              v1::BatchVerb batch_verb) {
+  const std::string usage =
+      absl::StrCat("agent ", std::string(verb), " (NAME... | --selector SEL | --all)");
+  absl::StatusOr<LocalArgs> local =
+      ParseLocal(args, kSelectValueFlags, kSelectSwitchFlags, 0, SIZE_MAX);
   if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()),
-                     absl::StrCat("agent ", std::string(verb), " NAME"));
+    return ctx.Usage(std::string(local.status().message()), usage);
+  }
+  absl::StatusOr<Targets> targets = TargetsFrom(*local);
+  if (!targets.ok()) {
+    return ctx.Usage(std::string(targets.status().message()), usage);
+  }
+  if (!targets->Single()) {
+    return RunBatch(ctx, batch_verb, *targets, {});
   }
   int code = 0;
   Client* client = ctx.Connect(&code);
@@ -257,18 +338,18 @@ int Stopping(Context& ctx, const std::vector<std::string>& args, std::string_vie
              grpc::Status (v1::AgentService::Stub::*rpc)(grpc::ClientContext*, const Request&,
                                                          Response*)) {
   const bool stop = verb == "stop";
-  const std::string usage =
-      stop ? std::string("agent stop (NAME | --all) [--timeout SECS]")
-           : absl::StrCat("agent ", std::string(verb), " NAME [--timeout SECS]");
-  absl::StatusOr<LocalArgs> local = stop ? ParseLocal(args, {"--timeout"}, {"--all"}, 0, 1)
-                                         : ParseLocal(args, {"--timeout"}, {}, 1, 1);
+  const std::string usage = absl::StrCat("agent ", std::string(verb),
+                                         " (NAME... | --selector SEL | --all) [--timeout SECS]");
+  absl::StatusOr<LocalArgs> local =
+      ParseLocal(args, {"--timeout", "--selector", "-l"}, kSelectSwitchFlags, 0, SIZE_MAX);
   if (!local.ok()) {
     return ctx.Usage(std::string(local.status().message()), usage);
   }
-  const bool all = local->Has("--all");
-  if (stop && all == !local->positionals.empty()) {
-    return ctx.Usage(all ? "--all takes no NAME" : "missing NAME (or --all)", usage);
+  absl::StatusOr<Targets> targets = TargetsFrom(*local);
+  if (!targets.ok()) {
+    return ctx.Usage(std::string(targets.status().message()), usage);
   }
+  const bool all = local->Has("--all");
   std::optional<uint32_t> window;
   if (std::optional<std::string> timeout = local->Value("--timeout")) {
     uint32_t seconds = 0;
@@ -278,8 +359,13 @@ int Stopping(Context& ctx, const std::vector<std::string>& args, std::string_vie
     }
     window = seconds;
   }
-  if (all) {
-    return StopAll(ctx, window);
+  if (all && stop) {
+    return StopAll(ctx, window);  // the fleet stop: every running or paused instance
+  }
+  if (!targets->Single()) {
+    BatchOptions options;
+    options.timeout_seconds = window;
+    return RunBatch(ctx, stop ? v1::BATCH_VERB_STOP : v1::BATCH_VERB_RESTART, *targets, options);
   }
   Request request;
   request.set_name(local->positionals[0]);
@@ -353,16 +439,24 @@ void AddAgentCommands(std::vector<Command>& commands) {
                       "NAME (--manifest DIR_OR_FILE | --kind BUILTIN)",
                       "register an Agent Instance from an adapter.toml or a builtin kind",
                       Register});
-  commands.push_back({{"agent", "list"}, "", "every instance with state, budget, usage", List});
+  commands.push_back({{"agent", "list"},
+                      "[--selector SEL] [--show-labels] [-L KEY[,KEY...]]",
+                      "every instance (or those a label selector matches) with state, budget, "
+                      "usage; labels on request",
+                      List});
+  commands.push_back({{"agent", "label"},
+                      "NAME KEY=VALUE... KEY-...",
+                      "set (KEY=VALUE) and remove (KEY-) labels of an instance",
+                      Label});
   commands.push_back({{"agent", "show"}, "NAME", "one instance in detail", Show});
   commands.push_back({{"agent", "start"},
-                      "NAME",
-                      "start; returns once running or failed",
+                      "(NAME... | --selector SEL | --all)",
+                      "start; returns once running or failed (several at once, concurrently)",
                       [](Context& c, const std::vector<std::string>& a) {
-                        return Lifecycle(c, a, "start", &Stub::StartAgent);
+                        return Lifecycle(c, a, "start", &Stub::StartAgent, v1::BATCH_VERB_START);
                       }});
   commands.push_back({{"agent", "stop"},
-                      "(NAME | --all) [--timeout SECS]",
+                      "(NAME... | --selector SEL | --all) [--timeout SECS]",
                       "stop: graceful, then SIGKILL to the whole group after SECS (default: the "
                       "daemon's stop_timeout_secs, 30); --all stops every running or paused agent "
                       "at once",
@@ -370,27 +464,27 @@ void AddAgentCommands(std::vector<Command>& commands) {
                         return Stopping(c, a, "stop", &Stub::StopAgent);
                       }});
   commands.push_back({{"agent", "restart"},
-                      "NAME [--timeout SECS]",
+                      "(NAME... | --selector SEL | --all) [--timeout SECS]",
                       "stop then start",
                       [](Context& c, const std::vector<std::string>& a) {
                         return Stopping(c, a, "restart", &Stub::RestartAgent);
                       }});
   commands.push_back({{"agent", "pause"},
-                      "NAME",
+                      "(NAME... | --selector SEL | --all)",
                       "freeze per the declared pause capability",
                       [](Context& c, const std::vector<std::string>& a) {
-                        return Lifecycle(c, a, "pause", &Stub::PauseAgent);
+                        return Lifecycle(c, a, "pause", &Stub::PauseAgent, v1::BATCH_VERB_PAUSE);
                       }});
   commands.push_back({{"agent", "resume"},
-                      "NAME",
+                      "(NAME... | --selector SEL | --all)",
                       "resume a paused instance",
                       [](Context& c, const std::vector<std::string>& a) {
-                        return Lifecycle(c, a, "resume", &Stub::ResumeAgent);
+                        return Lifecycle(c, a, "resume", &Stub::ResumeAgent, v1::BATCH_VERB_RESUME);
                       }});
   commands.push_back(
       {{"agent", "send"}, "NAME (TEXT | --stdin)", "write one line to the agent's stdin", Send});
   commands.push_back({{"agent", "remove"},
-                      "NAME [--retain|--delete] [--force]",
+                      "(NAME... | --selector SEL | --all) [--retain|--delete] [--force]",
                       "unregister; retain (default) or delete the Agent Home",
                       Remove});
 }

@@ -1,9 +1,14 @@
 // ktctl agent logs, agent usage, events: reading what the daemon observed.
 
+#include <mutex>
+#include <set>
+#include <thread>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "cli/app.h"
+#include "cli/batch.h"
 #include "cli/exit_codes.h"
 #include "cli/output.h"
 #include "cli/render.h"
@@ -25,7 +30,10 @@ std::string StreamName(v1::LogStream stream) {
   }
 }
 
-void PrintLines(const Context& ctx, const google::protobuf::RepeatedPtrField<v1::LogLine>& lines) {
+// `prefix`: lines of several instances are prefixed with the instance name, padded to `width`
+// ("web-1 | ..."), like docker compose logs.
+template <typename Lines>
+void PrintLines(const Context& ctx, const Lines& lines, bool prefix = false, size_t width = 0) {
   std::string out;
   for (const v1::LogLine& line : lines) {
     if (ctx.global.json) {
@@ -36,6 +44,12 @@ void PrintLines(const Context& ctx, const google::protobuf::RepeatedPtrField<v1:
       json.EndObject();
       absl::StrAppend(&out, json.str(), "\n");
     } else {
+      if (prefix) {
+        absl::StrAppend(
+            &out, line.instance(),
+            std::string(width > line.instance().size() ? width - line.instance().size() : 0, ' '),
+            " | ");
+      }
       absl::StrAppend(&out, FormatTime(line.at_unix_ms()), " ", StreamName(line.stream()), " ",
                       line.text(), "\n");
     }
@@ -57,16 +71,94 @@ std::optional<int64_t> ParseSince(const std::string& text) {
   return std::nullopt;
 }
 
+size_t Widest(const std::vector<std::string>& names) {
+  size_t width = 0;
+  for (const std::string& name : names) {
+    width = std::max(width, name.size());
+  }
+  return width;
+}
+
+// Retained lines of several instances, merged in time order, each prefixed with its instance.
+int ReadMany(Context& ctx, Client& client, const v1::LogFilter& filter,
+             const std::vector<std::string>& names) {
+  std::vector<v1::LogLine> merged;
+  int worst = kExitOk;
+  for (const std::string& name : names) {
+    v1::ReadLogsRequest request;
+    *request.mutable_filter() = filter;
+    request.mutable_filter()->set_name(name);
+    v1::ReadLogsResponse response;
+    auto call = client.NewContext();
+    grpc::Status status = client.logs().ReadLogs(call.get(), request, &response);
+    if (!status.ok()) {
+      worst = std::max(worst, ctx.Fail(status));
+      continue;
+    }
+    merged.insert(merged.end(), response.lines().begin(), response.lines().end());
+  }
+  std::stable_sort(merged.begin(), merged.end(), [](const v1::LogLine& a, const v1::LogLine& b) {
+    return a.at_unix_ms() < b.at_unix_ms();
+  });
+  PrintLines(ctx, merged, true, Widest(names));
+  return worst;
+}
+
+// Follows several instances at once, one stream each, interleaving their lines as they come
+// (each prefixed with its instance). Ends when every stream has ended, or on Ctrl-C.
+int FollowMany(Context& ctx, Client& client, const v1::LogFilter& filter,
+               const std::vector<std::string>& names) {
+  std::mutex mu;
+  int worst = kExitOk;
+  const size_t width = Widest(names);
+  std::vector<std::thread> threads;
+  for (const std::string& name : names) {
+    threads.emplace_back([&, name] {
+      v1::FollowLogsRequest request;
+      *request.mutable_filter() = filter;
+      request.mutable_filter()->set_name(name);
+      grpc::ClientContext call;
+      std::unique_ptr<grpc::ClientReader<v1::FollowLogsResponse>> reader =
+          client.logs().FollowLogs(&call, request);
+      v1::FollowLogsResponse response;
+      while (reader->Read(&response)) {
+        std::lock_guard<std::mutex> lock(mu);
+        PrintLines(ctx, response.lines(), true, width);
+        if (!response.end_note().empty()) {
+          Err(absl::StrCat("ktctl: ", name, ": ", response.end_note()));
+        }
+      }
+      grpc::Status status = reader->Finish();
+      std::lock_guard<std::mutex> lock(mu);
+      if (!status.ok()) {
+        worst = std::max(worst, ctx.Fail(status));
+      }
+    });
+  }
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+  return worst;
+}
+
 int Logs(Context& ctx, const std::vector<std::string>& args) {
   constexpr std::string_view kUsage =
-      "agent logs NAME [-f] [--tail N] [--since T] [--stream out|err|engine]";
+      "agent logs (NAME... | --selector SEL | --all) [-f] [--tail N] [--since T] "
+      "[--stream out|err|engine]";
   absl::StatusOr<LocalArgs> local =
-      ParseLocal(args, {"--tail", "--since", "--stream"}, {"-f", "--follow"}, 1, 1);
+      ParseLocal(args, {"--tail", "--since", "--stream", "--selector", "-l"},
+                 {"-f", "--follow", "--all"}, 0, SIZE_MAX);
   if (!local.ok()) {
     return ctx.Usage(std::string(local.status().message()), kUsage);
   }
+  absl::StatusOr<Targets> targets = TargetsFrom(*local);
+  if (!targets.ok()) {
+    return ctx.Usage(std::string(targets.status().message()), kUsage);
+  }
   v1::LogFilter filter;
-  filter.set_name(local->positionals[0]);
+  if (targets->Single()) {
+    filter.set_name(targets->names[0]);
+  }
   if (std::optional<std::string> tail = local->Value("--tail")) {
     uint32_t n = 0;
     if (!absl::SimpleAtoi(*tail, &n)) {
@@ -100,7 +192,16 @@ int Logs(Context& ctx, const std::vector<std::string>& args) {
   if (client == nullptr) {
     return code;
   }
-  if (!local->Has("-f") && !local->Has("--follow")) {
+  const bool follow = local->Has("-f") || local->Has("--follow");
+  if (!targets->Single()) {
+    std::optional<std::vector<std::string>> names = ResolveNames(ctx, *client, *targets, &code);
+    if (!names.has_value()) {
+      return code;
+    }
+    return follow ? FollowMany(ctx, *client, filter, *names)
+                  : ReadMany(ctx, *client, filter, *names);
+  }
+  if (!follow) {
     v1::ReadLogsRequest request;
     *request.mutable_filter() = filter;
     v1::ReadLogsResponse response;
@@ -144,8 +245,10 @@ std::string EventLine(const v1::Event& event) {
 }
 
 int Events(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "events [--instance NAME] [--since CURSOR] [--audit]";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--instance", "--since"}, {"--audit"}, 0, 0);
+  constexpr std::string_view kUsage =
+      "events [--instance NAME | --selector SEL] [--since CURSOR] [--audit]";
+  absl::StatusOr<LocalArgs> local =
+      ParseLocal(args, {"--instance", "--since", "--selector", "-l"}, {"--audit"}, 0, 0);
   if (!local.ok()) {
     return ctx.Usage(std::string(local.status().message()), kUsage);
   }
@@ -159,10 +262,26 @@ int Events(Context& ctx, const std::vector<std::string>& args) {
   }
   request.set_instance(local->Value("--instance").value_or(""));
   request.set_audit(local->Has("--audit"));
+  const std::string selector = local->Value("--selector").value_or(local->Value("-l").value_or(""));
+  if (!selector.empty() && !request.instance().empty()) {
+    return ctx.Usage("--instance and --selector exclude each other", kUsage);
+  }
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
     return code;
+  }
+  // A selector is resolved once, at the start: the stream shows events of the instances it
+  // matched then (docs/commands.md).
+  std::optional<std::set<std::string>> only;
+  if (!selector.empty()) {
+    Targets targets;
+    targets.selector = selector;
+    std::optional<std::vector<std::string>> names = ResolveNames(ctx, *client, targets, &code);
+    if (!names.has_value()) {
+      return code;
+    }
+    only.emplace(names->begin(), names->end());
   }
   grpc::ClientContext call;
   std::unique_ptr<grpc::ClientReader<v1::SubscribeEventsResponse>> reader =
@@ -173,6 +292,9 @@ int Events(Context& ctx, const std::vector<std::string>& args) {
     std::string out;
     for (const v1::Event& event : response.events()) {
       last = event.cursor();
+      if (only.has_value() && only->count(event.instance()) == 0) {
+        continue;
+      }
       if (ctx.global.json) {
         absl::StrAppend(&out, EventLine(event), "\n");
       } else {
@@ -190,12 +312,71 @@ int Events(Context& ctx, const std::vector<std::string>& args) {
   return status.ok() ? kExitOk : ctx.Fail(status);
 }
 
+std::string UsageLine(const std::string& name, const v1::UsageView& u) {
+  return absl::StrCat(
+      name, ": ", u.cumulative_input_tokens(), " input / ", u.cumulative_output_tokens(),
+      " output tokens (current run ", u.current_run_input_tokens(), " / ",
+      u.current_run_output_tokens(), ")",
+      u.has_cumulative_dollars() ? absl::StrCat(", ", FormatDollars(u.cumulative_dollars())) : "",
+      u.unknown_usage_calls() > 0
+          ? absl::StrCat(", ", u.unknown_usage_calls(),
+                         u.unknown_usage_calls() == 1 ? " call" : " calls", " with unknown usage")
+          : "",
+      "\n");
+}
+
+// Usage of several instances: one line each, or a JSON array of the per-instance documents.
+int UsageMany(Context& ctx, Client& client, const std::vector<std::string>& names) {
+  int worst = kExitOk;
+  std::string text;
+  contract::JsonWriter json;
+  json.BeginArray();
+  for (const std::string& name : names) {
+    v1::GetUsageRequest request;
+    request.set_name(name);
+    v1::GetUsageResponse response;
+    auto call = client.NewContext();
+    grpc::Status status = client.agents().GetUsage(call.get(), request, &response);
+    if (!status.ok()) {
+      CallError error = ToCallError(status, client.socket_path());
+      worst = std::max(worst, error.exit_code);
+      absl::StrAppend(&text, name, ": error: ", error.message, "\n");
+      json.BeginObject().Key("schema_version").Int(2).Key("instance").String(name);
+      json.Key("error").BeginObject().Key("reason").String(error.reason);
+      json.Key("message").String(error.message).EndObject().EndObject();
+      continue;
+    }
+    absl::StrAppend(&text, UsageLine(name, response.usage()));
+    json.BeginObject().Key("schema_version").Int(2).Key("instance").String(name).Key("usage");
+    WriteUsageView(json, response.usage());
+    json.EndObject();
+  }
+  json.EndArray();
+  Out(ctx.global.json ? json.Take() + "\n" : text);
+  return worst;
+}
+
 int Usage(Context& ctx, const std::vector<std::string>& args) {
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 0, 1);
+  constexpr std::string_view kUsage = "agent usage [NAME... | --selector SEL | --all]";
+  absl::StatusOr<LocalArgs> local =
+      ParseLocal(args, kSelectValueFlags, kSelectSwitchFlags, 0, SIZE_MAX);
   if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), "agent usage [NAME]");
+    return ctx.Usage(std::string(local.status().message()), kUsage);
   }
   int code = 0;
+  if (local->positionals.size() > 1 || local->Has("--all") || local->Value("--selector") ||
+      local->Value("-l")) {
+    absl::StatusOr<Targets> targets = TargetsFrom(*local);
+    if (!targets.ok()) {
+      return ctx.Usage(std::string(targets.status().message()), kUsage);
+    }
+    Client* client = ctx.Connect(&code);
+    if (client == nullptr) {
+      return code;
+    }
+    std::optional<std::vector<std::string>> names = ResolveNames(ctx, *client, *targets, &code);
+    return names.has_value() ? UsageMany(ctx, *client, *names) : code;
+  }
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
     return code;
@@ -247,13 +428,17 @@ int Usage(Context& ctx, const std::vector<std::string>& args) {
 
 void AddObserveCommands(std::vector<Command>& commands) {
   commands.push_back({{"agent", "logs"},
-                      "NAME [-f] [--tail N] [--since T] [--stream out|err|engine]",
-                      "retained output; -f follows live output until the agent leaves running",
+                      "(NAME... | --selector SEL | --all) [-f] [--tail N] [--since T] "
+                      "[--stream out|err|engine]",
+                      "retained output; -f follows live output until the agent leaves running "
+                      "(several instances: interleaved, each line prefixed with its name)",
                       Logs});
-  commands.push_back(
-      {{"agent", "usage"}, "[NAME]", "token usage of one instance or the Fleet", Usage});
+  commands.push_back({{"agent", "usage"},
+                      "[NAME... | --selector SEL | --all]",
+                      "token usage of one instance, of several (one line each), or the Fleet",
+                      Usage});
   commands.push_back({{"events"},
-                      "[--instance NAME] [--since CURSOR] [--audit]",
+                      "[--instance NAME | --selector SEL] [--since CURSOR] [--audit]",
                       "the event stream, resumable from a cursor; --audit: the audit trail instead",
                       Events});
 }

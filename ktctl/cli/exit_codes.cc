@@ -6,7 +6,7 @@
 namespace ktesio::cli {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, int>, 25> kByReason = {{
+constexpr std::array<std::pair<std::string_view, int>, 29> kByReason = {{
     {"USAGE", kExitUsage},
     {"INVALID_ARGUMENT", kExitUsage},
     {"INVALID_NAME", kExitUsage},
@@ -15,6 +15,9 @@ constexpr std::array<std::pair<std::string_view, int>, 25> kByReason = {{
     {"CONFIG_INVALID", kExitUsage},
     {"DUPLICATE_NAME", kExitUsage},
     {"UNKNOWN_MEMORY_KIND", kExitUsage},
+    {"INVALID_LABEL", kExitUsage},
+    {"INVALID_SELECTOR", kExitUsage},
+    {"FLEET_INVALID", kExitUsage},
     {"MANIFEST_INVALID", kExitGeneral},
     {"CONTRACT_INCOMPATIBLE", kExitGeneral},
     {"LAUNCH_FAILED", kExitGeneral},
@@ -25,6 +28,7 @@ constexpr std::array<std::pair<std::string_view, int>, 25> kByReason = {{
     {"UNIMPLEMENTED", kExitGeneral},
     {"NOT_FOUND", kExitNotFound},
     {"MANIFEST_NOT_FOUND", kExitNotFound},
+    {"NO_MATCH", kExitNotFound},
     {"INVALID_TRANSITION", kExitInvalidState},
     {"INVALID_STATE", kExitInvalidState},
     {"STOP_NOT_CONFIRMED", kExitInvalidState},

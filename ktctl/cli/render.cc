@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -265,13 +266,45 @@ void WriteFleetEntry(contract::JsonWriter& json, const v1::AgentInstance& instan
   json.EndObject();
 }
 
-std::string ListDocument(const v1::ListAgentsResponse& response) {
+void WriteLabels(contract::JsonWriter& json, const v1::AgentInstance& instance) {
+  const std::map<std::string, std::string> sorted(instance.labels().begin(),
+                                                  instance.labels().end());
+  json.BeginObject();
+  for (const auto& [key, value] : sorted) {
+    json.Key(key).String(value);
+  }
+  json.EndObject();
+}
+
+std::string LabelsText(const v1::AgentInstance& instance) {
+  const std::map<std::string, std::string> sorted(instance.labels().begin(),
+                                                  instance.labels().end());
+  std::string out;
+  for (const auto& [key, value] : sorted) {
+    absl::StrAppend(&out, out.empty() ? "" : ",", key, "=", value);
+  }
+  return out.empty() ? std::string("<none>") : out;
+}
+
+std::string ListDocument(const v1::ListAgentsResponse& response, const ListOptions& options) {
   contract::JsonWriter json;
   json.BeginObject().Key("schema_version").Int(2).Key("totals");
   WriteFleetTotals(json, response.totals());
   json.Key("instances").BeginArray();
+  const bool labels = options.show_labels || !options.label_columns.empty();
   for (const v1::AgentInstance& instance : response.instances()) {
-    WriteFleetEntry(json, instance);
+    if (!labels) {
+      WriteFleetEntry(json, instance);
+      continue;
+    }
+    // The frozen entry, with "labels" added before it closes.
+    contract::JsonWriter entry;
+    WriteFleetEntry(entry, instance);
+    std::string text = entry.Take();
+    text.pop_back();  // the entry's closing brace
+    contract::JsonWriter tail;
+    WriteLabels(tail, instance);
+    json.Raw(absl::StrCat(text, ",\"labels\":", tail.Take(), "}"));
   }
   json.EndArray().EndObject();
   return json.Take() + "\n";
@@ -332,12 +365,25 @@ std::string StatusDocument(const v1::GetStatusResponse& status) {
   return json.Take() + "\n";
 }
 
-std::string ListTable(const v1::ListAgentsResponse& response) {
+std::string ListTable(const v1::ListAgentsResponse& response, const ListOptions& options) {
   std::vector<std::vector<std::string>> rows = {
       {"NAME", "KIND", "STATE", "RESTARTS", "BUDGET", "USAGE", "HOME"}};
+  for (const std::string& key : options.label_columns) {
+    rows[0].push_back(absl::AsciiStrToUpper(key));
+  }
+  if (options.show_labels) {
+    rows[0].push_back("LABELS");
+  }
   for (const v1::AgentInstance& i : response.instances()) {
     rows.push_back({i.name(), i.kind(), StateName(i.state()), absl::StrCat(i.restart_count()),
                     BudgetSummary(i), UsageSummary(i.usage()), i.agent_home()});
+    for (const std::string& key : options.label_columns) {
+      const auto found = i.labels().find(key);
+      rows.back().push_back(found == i.labels().end() ? "" : found->second);
+    }
+    if (options.show_labels) {
+      rows.back().push_back(LabelsText(i));
+    }
   }
   std::string out = Table(rows);
   const v1::FleetTotals& t = response.totals();

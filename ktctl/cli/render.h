@@ -4,6 +4,7 @@
 // human tables. Key sets are frozen: add keys only, never rename or remove.
 
 #include <string>
+#include <vector>
 
 #include "ktesio/contract/json_writer.h"
 #include "ktesio/v1/agent.pb.h"
@@ -22,8 +23,19 @@ void WriteBudgetView(contract::JsonWriter& json, const v1::BudgetView& budget);
 void WriteFleetTotals(contract::JsonWriter& json, const v1::FleetTotals& totals);
 void WriteFleetEntry(contract::JsonWriter& json, const v1::AgentInstance& instance);
 
-// {"schema_version":2,"totals":...,"instances":[...]}
-std::string ListDocument(const v1::ListAgentsResponse& response);
+// `agent list` options: labels shown as a column (--show-labels) and one column per key (-L).
+struct ListOptions {
+  bool show_labels = false;
+  std::vector<std::string> label_columns;
+};
+
+// {"schema_version":2,"totals":...,"instances":[...]}; with --show-labels or -L every entry
+// also has "labels": {key: value} (the default key set is unchanged).
+std::string ListDocument(const v1::ListAgentsResponse& response, const ListOptions& options = {});
+// {"k":"v",...} of an instance's labels.
+void WriteLabels(contract::JsonWriter& json, const v1::AgentInstance& instance);
+// "k=v,k2=v2" ("<none>" when there are none).
+std::string LabelsText(const v1::AgentInstance& instance);
 // {"schema_version":2,"instance":FleetEntry}
 std::string ShowDocument(const v1::AgentInstance& instance);
 // `agent stop --all --json`: {"schema_version":2,"instances":[...],"notices":[...]}.
@@ -31,7 +43,7 @@ std::string StopAllDocument(const v1::StopAllAgentsResponse& response);
 // {"schema_version":1,"daemon_version",...}
 std::string StatusDocument(const v1::GetStatusResponse& status);
 
-std::string ListTable(const v1::ListAgentsResponse& response);
+std::string ListTable(const v1::ListAgentsResponse& response, const ListOptions& options = {});
 std::string ShowText(const v1::AgentInstance& instance);
 std::string StatusText(const v1::GetStatusResponse& status);
 // The per-OS capability table of a declaration, with the current OS marked.

@@ -1,5 +1,8 @@
 #include "api/services.h"
 
+#include "fleet/apply.h"
+#include "fleet/batch.h"
+
 #include "api/backup_store.h"
 #include "api/follow_logs.h"
 #include "api/subscribe_events.h"
@@ -60,8 +63,53 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ListAgents(grpc::CallbackServerConte
                                                        const v1::ListAgentsRequest* request,
                                                        v1::ListAgentsResponse* response) {
   return RunUnary(api_, ctx, request, response, "ListAgents", false,
-                  [this](const v1::ListAgentsRequest&, v1::ListAgentsResponse* out) {
-                    return api_.engine->ListAgents(out);
+                  [this](const v1::ListAgentsRequest& in, v1::ListAgentsResponse* out) {
+                    return api_.engine->ListAgents(in, out);
+                  });
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::LabelAgent(grpc::CallbackServerContext* ctx,
+                                                       const v1::LabelAgentRequest* request,
+                                                       v1::LabelAgentResponse* response) {
+  return RunUnary(api_, ctx, request, response, "LabelAgent", true,
+                  [this](const v1::LabelAgentRequest& in, v1::LabelAgentResponse* out) {
+                    return api_.engine->LabelAgent(in, out);
+                  });
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::BatchAgents(grpc::CallbackServerContext* ctx,
+                                                        const v1::BatchAgentsRequest* request,
+                                                        v1::BatchAgentsResponse* response) {
+  return RunUnaryAsync(api_, ctx, request, response, "BatchAgents",
+                       [this](const v1::BatchAgentsRequest& in, v1::BatchAgentsResponse* out,
+                              engine::Engine::Finish finish) {
+                         fleet::RunBatch(*api_.engine, in, out, std::move(finish));
+                       });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::Apply(grpc::CallbackServerContext* ctx,
+                                                  const v1::ApplyFleetRequest* request,
+                                                  v1::ApplyFleetResponse* response) {
+  if (request->dry_run()) {
+    return RunUnaryAsync(api_, ctx, request, response, "ApplyFleet(dry-run)",
+                         [this](const v1::ApplyFleetRequest& in, v1::ApplyFleetResponse* out,
+                                engine::Engine::Finish finish) {
+                           fleet::Apply(*api_.engine, in, out, std::move(finish));
+                         });
+  }
+  return RunUnaryAsync(api_, ctx, request, response, "ApplyFleet",
+                       [this](const v1::ApplyFleetRequest& in, v1::ApplyFleetResponse* out,
+                              engine::Engine::Finish finish) {
+                         fleet::Apply(*api_.engine, in, out, std::move(finish));
+                       });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::Export(grpc::CallbackServerContext* ctx,
+                                                   const v1::ExportFleetRequest* request,
+                                                   v1::ExportFleetResponse* response) {
+  return RunUnary(api_, ctx, request, response, "ExportFleet", false,
+                  [this](const v1::ExportFleetRequest& in, v1::ExportFleetResponse* out) {
+                    return fleet::Export(*api_.engine, in, out);
                   });
 }
 

@@ -7,6 +7,7 @@
 #include "ktesio/v1/agent.grpc.pb.h"
 #include "ktesio/v1/config.grpc.pb.h"
 #include "ktesio/v1/events.grpc.pb.h"
+#include "ktesio/v1/fleet.grpc.pb.h"
 #include "ktesio/v1/logs.grpc.pb.h"
 #include "ktesio/v1/system.grpc.pb.h"
 
@@ -23,6 +24,20 @@ class SystemServiceImpl final : public v1::SystemService::CallbackService {
                                       v1::GetStatusResponse* response) override;
   grpc::ServerWriteReactor<v1::BackupStoreResponse>* BackupStore(
       grpc::CallbackServerContext* ctx, const v1::BackupStoreRequest* request) override;
+
+ private:
+  ApiContext& api_;
+};
+
+class FleetServiceImpl final : public v1::FleetService::CallbackService {
+ public:
+  explicit FleetServiceImpl(ApiContext& api) : api_(api) {}
+  grpc::ServerUnaryReactor* Apply(grpc::CallbackServerContext* ctx,
+                                  const v1::ApplyFleetRequest* request,
+                                  v1::ApplyFleetResponse* response) override;
+  grpc::ServerUnaryReactor* Export(grpc::CallbackServerContext* ctx,
+                                   const v1::ExportFleetRequest* request,
+                                   v1::ExportFleetResponse* response) override;
 
  private:
   ApiContext& api_;
@@ -73,6 +88,12 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   grpc::ServerUnaryReactor* DetachMemory(grpc::CallbackServerContext* ctx,
                                          const v1::DetachMemoryRequest* request,
                                          v1::DetachMemoryResponse* response) override;
+  grpc::ServerUnaryReactor* LabelAgent(grpc::CallbackServerContext* ctx,
+                                       const v1::LabelAgentRequest* request,
+                                       v1::LabelAgentResponse* response) override;
+  grpc::ServerUnaryReactor* BatchAgents(grpc::CallbackServerContext* ctx,
+                                        const v1::BatchAgentsRequest* request,
+                                        v1::BatchAgentsResponse* response) override;
 
  private:
   ApiContext& api_;

@@ -241,6 +241,7 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   api::ConfigServiceImpl config_service(api);
   api::SecretServiceImpl secret_service(api);
   api::EventServiceImpl event_service(api);
+  api::FleetServiceImpl fleet_service(api);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -250,9 +251,9 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
     counting.push_back(requests.Factory());
     builder.experimental().SetInterceptorCreators(std::move(counting));
   }
-  for (grpc::Service* service :
-       std::initializer_list<grpc::Service*>{&system_service, &agent_service, &log_service,
-                                             &config_service, &secret_service, &event_service}) {
+  for (grpc::Service* service : std::initializer_list<grpc::Service*>{
+           &system_service, &agent_service, &log_service, &config_service, &secret_service,
+           &event_service, &fleet_service}) {
     builder.RegisterService(service);
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -170,18 +170,34 @@ absl::Status Engine::RegisterAgent(const v1::RegisterAgentRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status Engine::ListAgents(v1::ListAgentsResponse* response) {
-  return ListAgentViews(response, true);
+absl::Status Engine::ListAgents(const v1::ListAgentsRequest& request,
+                                v1::ListAgentsResponse* response) {
+  absl::StatusOr<contract::Selector> selector = contract::Selector::Parse(request.selector());
+  if (!selector.ok()) {
+    return selector.status();
+  }
+  return ListAgentViews(response, !request.skip_resources(), &*selector);
 }
 
-absl::Status Engine::ListAgentViews(v1::ListAgentsResponse* response, bool resources) {
+absl::Status Engine::ListAgentViews(v1::ListAgentsResponse* response, bool resources,
+                                    const contract::Selector* selector) {
   absl::StatusOr<std::vector<store::InstanceRow>> rows = store_->ListInstances();
   if (!rows.ok()) {
     return rows.status();
   }
+  absl::StatusOr<std::map<int64_t, store::Store::Labels>> labels = store_->AllLabels();
+  if (!labels.ok()) {
+    return labels.status();
+  }
+  static const store::Store::Labels kNone;
   for (const store::InstanceRow& row : *rows) {
+    const auto found = labels->find(row.id);
+    const store::Store::Labels& own = found == labels->end() ? kNone : found->second;
+    if (selector != nullptr && !selector->Matches(own)) {
+      continue;
+    }
     v1::AgentInstance* view = response->add_instances();
-    *view = View(row);
+    *view = View(row, &own);
     if (resources) {
       FillResourcesOf(row, view);
     }
@@ -200,8 +216,14 @@ absl::Status Engine::GetAgent(const v1::GetAgentRequest& request, v1::GetAgentRe
   return absl::OkStatus();
 }
 
-v1::AgentInstance Engine::View(const store::InstanceRow& row) const {
+v1::AgentInstance Engine::View(const store::InstanceRow& row,
+                               const store::Store::Labels* labels) const {
   v1::AgentInstance view = BuildInstanceView(row);
+  if (labels != nullptr) {
+    view.mutable_labels()->insert(labels->begin(), labels->end());
+  } else if (absl::StatusOr<store::Store::Labels> own = store_->GetLabels(row.id); own.ok()) {
+    view.mutable_labels()->insert(own->begin(), own->end());
+  }  // an unreadable label table shows no labels: the view is informational
   view.set_proxy_url(ProxyUrl(row.name));
   v1::BudgetView budget;
   bool has_budget = false;
@@ -232,6 +254,69 @@ v1::AgentInstance Engine::View(const store::InstanceRow& row) const {
     memory->set_declared(view.adapter().config().count("memory.dir") != 0);
   }
   return view;
+}
+
+absl::Status Engine::LabelAgent(const v1::LabelAgentRequest& request,
+                                v1::LabelAgentResponse* response) {
+  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.name());
+  if (!row.ok()) {
+    return row.status();
+  }
+  for (const auto& [key, value] : request.set()) {
+    if (absl::Status status = CheckOperatorLabel(key); !status.ok()) {
+      return status;
+    }
+    if (absl::Status status = contract::ValidateLabelValue(key, value); !status.ok()) {
+      return status;
+    }
+  }
+  for (const std::string& key : request.remove()) {
+    if (absl::Status status = CheckOperatorLabel(key); !status.ok()) {
+      return status;
+    }
+  }
+  absl::StatusOr<store::Store::Labels> labels = store_->GetLabels(row->id);
+  if (!labels.ok()) {
+    return labels.status();
+  }
+  store::Store::Labels next = *labels;
+  for (const std::string& key : request.remove()) {
+    next.erase(key);
+  }
+  for (const auto& [key, value] : request.set()) {
+    next[key] = value;
+  }
+  response->set_changed(next != *labels);
+  if (next != *labels) {
+    if (absl::Status status = store_->SetLabels(row->id, next); !status.ok()) {
+      return status;
+    }
+  }
+  *response->mutable_instance() = View(*row, &next);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::SetInstanceLabels(const std::string& name,
+                                       const store::Store::Labels& labels) {
+  absl::StatusOr<store::InstanceRow> row = registry_.Find(name);
+  if (!row.ok()) {
+    return row.status();
+  }
+  return store_->SetLabels(row->id, labels);
+}
+
+absl::Status CheckOperatorLabel(std::string_view key) {
+  if (absl::Status status = contract::ValidateLabelKey(key); !status.ok()) {
+    return status;
+  }
+  if (key.starts_with(contract::kReservedLabelPrefix)) {
+    return contract::MakeError(absl::StatusCode::kInvalidArgument, contract::reason::kInvalidLabel,
+                               absl::StrCat("label '", std::string(key), "': the ",
+                                            std::string(contract::kReservedLabelPrefix),
+                                            " prefix is reserved for the daemon (fleet files set ",
+                                            std::string(contract::kFleetLabel), ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Engine::Reload(const std::string& name, v1::AgentInstance* instance) {

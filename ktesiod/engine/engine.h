@@ -18,6 +18,7 @@
 #include "engine/config_bridge.h"
 #include "engine/health.h"
 #include "fs/directory_watch.h"
+#include "ktesio/contract/labels.h"
 #include "ktesio/v1/agent.pb.h"
 #include "ktesio/v1/config.pb.h"
 #include "ktesio/v1/events.pb.h"
@@ -71,7 +72,13 @@ class Engine {
   absl::Status GetStatus(v1::GetStatusResponse* response);
   absl::Status RegisterAgent(const v1::RegisterAgentRequest& request,
                              v1::RegisterAgentResponse* response);
-  absl::Status ListAgents(v1::ListAgentsResponse* response);
+  // Errors: INVALID_ARGUMENT/INVALID_SELECTOR, INTERNAL/STORE_ERROR.
+  absl::Status ListAgents(const v1::ListAgentsRequest& request, v1::ListAgentsResponse* response);
+  // Operator labels (the ktesio.io/ prefix is refused). Errors: NOT_FOUND, INVALID_LABEL.
+  absl::Status LabelAgent(const v1::LabelAgentRequest& request, v1::LabelAgentResponse* response);
+  // Replaces every label of an instance, reserved ones included (the fleet owner's write).
+  // Errors: NOT_FOUND, INTERNAL/STORE_ERROR.
+  absl::Status SetInstanceLabels(const std::string& name, const store::Store::Labels& labels);
   absl::Status GetAgent(const v1::GetAgentRequest& request, v1::GetAgentResponse* response);
   // Asynchronous commands: `finish` is called on the owner thread when the command completes.
   using Finish = std::function<void(absl::Status)>;
@@ -141,6 +148,7 @@ class Engine {
   // Applies new operator limits (owner thread). Existing instances and streams are kept even
   // when they exceed a lowered limit; only new ones are refused.
   void SetLimits(const EngineLimits& limits);
+  const EngineLimits& limits() const { return limits_; }
 
   // What keeps the daemon from doing its job (owner thread; see Health). The daemon sets the
   // observer that mirrors it into the gRPC health service before Start().
@@ -161,9 +169,12 @@ class Engine {
   template <typename Response>
   supervisor::Done Complete(const std::string& name, Response* response, Finish finish);
   // The read view of a row, with the config-derived fields (restart policy, memory) filled.
-  v1::AgentInstance View(const store::InstanceRow& row) const;
+  // `labels`: the row's labels when the caller has them (else they are read).
+  v1::AgentInstance View(const store::InstanceRow& row,
+                         const store::Store::Labels* labels = nullptr) const;
   // ListAgents, with the process-tree figures only when `resources` (they cost /proc reads).
-  absl::Status ListAgentViews(v1::ListAgentsResponse* response, bool resources);
+  absl::Status ListAgentViews(v1::ListAgentsResponse* response, bool resources,
+                              const contract::Selector* selector = nullptr);
   // Sets view->resources from the row's live process tree, if any (reads /proc).
   void FillResourcesOf(const store::InstanceRow& row, v1::AgentInstance* view) const;
   void OnTransition(const store::InstanceRow& row, supervisor::State from, supervisor::State to);
@@ -277,6 +288,9 @@ class Engine {
   // Declared last: destroyed first, so no proxy callback outlives what it posts to.
   std::unique_ptr<metering::MeteringProxy> proxy_;
 };
+
+// INVALID_LABEL unless `key` is a valid label key an operator may set (not ktesio.io/...).
+absl::Status CheckOperatorLabel(std::string_view key);
 
 // Milliseconds since the Unix epoch.
 int64_t NowUnixMs();

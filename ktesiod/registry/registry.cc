@@ -81,16 +81,25 @@ absl::StatusOr<std::string> ReadManifestAt(const std::string& path, std::string*
   return content;
 }
 
-absl::StatusOr<store::InstanceRow> Registry::Register(const v1::RegisterAgentRequest& request) {
-  if (absl::Status status = ValidateInstanceName(request.name()); !status.ok()) {
-    return status;
-  }
+absl::StatusOr<v1::AdapterSnapshot> PreviewSnapshot(const v1::RegisterAgentRequest& request) {
   std::string manifest_path;
   absl::StatusOr<std::unique_ptr<contract::Adapter>> adapter =
       ResolveAdapter(request, &manifest_path);
   if (!adapter.ok()) {
     return adapter.status();
   }
+  return ToSnapshot((*adapter)->Declaration(), (*adapter)->IsBuiltin(), manifest_path);
+}
+
+absl::StatusOr<store::InstanceRow> Registry::Register(const v1::RegisterAgentRequest& request) {
+  if (absl::Status status = ValidateInstanceName(request.name()); !status.ok()) {
+    return status;
+  }
+  absl::StatusOr<v1::AdapterSnapshot> previewed = PreviewSnapshot(request);
+  if (!previewed.ok()) {
+    return previewed.status();
+  }
+  v1::AdapterSnapshot& snapshot = *previewed;
   absl::StatusOr<std::optional<store::InstanceRow>> existing = store_.FindInstance(request.name());
   if (!existing.ok()) {
     return existing.status();
@@ -103,8 +112,6 @@ absl::StatusOr<store::InstanceRow> Registry::Register(const v1::RegisterAgentReq
                                             request.name(), ")"));
   }
 
-  v1::AdapterSnapshot snapshot =
-      ToSnapshot((*adapter)->Declaration(), (*adapter)->IsBuiltin(), manifest_path);
   const std::string home = AgentHomePath(state_dir_, request.name());
   const bool home_existed = fs::Exists(home);
   auto undo = [&](absl::Status status) {

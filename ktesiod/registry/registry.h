@@ -44,6 +44,10 @@ class Registry {
   Clock clock_;
 };
 
+// The adapter snapshot a registration of `request` would store, without writing anything
+// (validation for fleet files). Errors: as Registry::Register's adapter errors.
+absl::StatusOr<v1::AdapterSnapshot> PreviewSnapshot(const v1::RegisterAgentRequest& request);
+
 // Reads a manifest named by a path that is a directory holding adapter.toml or the file itself.
 // Errors: NOT_FOUND/MANIFEST_NOT_FOUND, INTERNAL/IO_ERROR.
 absl::StatusOr<std::string> ReadManifestAt(const std::string& path, std::string* resolved_file);

@@ -140,6 +140,16 @@ CREATE INDEX audit_log_by_instance ON audit_log(instance, cursor);
     R"sql(
 ALTER TABLE breaches ADD COLUMN pending INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 9: operator labels (Kubernetes syntax), one row per instance and key; the fleet file's
+    // ownership is the label ktesio.io/fleet.
+    R"sql(
+CREATE TABLE labels (
+  instance_id INTEGER NOT NULL REFERENCES instances(id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (instance_id, key)
+) STRICT, WITHOUT ROWID;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == kSchemaVersion);

@@ -19,7 +19,7 @@
 namespace ktesio::daemon::store {
 
 // The schema version this binary writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 
 struct InstanceRow {
   int64_t id = 0;
@@ -106,6 +106,13 @@ class Store {
   // restarted daemon re-listens where a re-adopted agent's base URL points.
   absl::StatusOr<int64_t> ProxyPort(int64_t instance_id);
   absl::Status SetProxyPort(int64_t instance_id, int64_t port);
+
+  // Labels (store_labels.cc). Replaces every label of one instance.
+  using Labels = std::map<std::string, std::string>;
+  absl::Status SetLabels(int64_t instance_id, const Labels& labels);
+  absl::StatusOr<Labels> GetLabels(int64_t instance_id);
+  // Every instance's labels, by instance id (instances without labels are absent).
+  absl::StatusOr<std::map<int64_t, Labels>> AllLabels();
 
   // How many instances are registered.
   absl::StatusOr<int64_t> CountInstances();

@@ -354,7 +354,8 @@ TEST(Ktctl, CompletionScriptsComeFromTheCommandTable) {
                                 "source " + (dir / "ktctl.bash") +
                                     "; COMP_WORDS=(ktctl agent stop web --); COMP_CWORD=4; _ktctl; "
                                     "echo \"${COMPREPLY[*]}\""});
-  EXPECT_EQ(flags.out, "--all --timeout --socket --json --timeout --help --version\n") << flags.err;
+  EXPECT_EQ(flags.out, "--all --selector --timeout --socket --json --timeout --help --version\n")
+      << flags.err;
   RunResult logs = RunProcess({"/bin/bash", "-c",
                                "source " + (dir / "ktctl.bash") +
                                    "; COMP_WORDS=(ktctl agent logs web -); COMP_CWORD=4; _ktctl; "

@@ -39,6 +39,11 @@ inline constexpr std::string_view kStoreError = "STORE_ERROR";
 inline constexpr std::string_view kIoError = "IO_ERROR";
 inline constexpr std::string_view kUnimplemented = "UNIMPLEMENTED";
 inline constexpr std::string_view kInternal = "INTERNAL";
+inline constexpr std::string_view kDeliveryFailed = "DELIVERY_FAILED";
+inline constexpr std::string_view kInvalidLabel = "INVALID_LABEL";
+inline constexpr std::string_view kInvalidSelector = "INVALID_SELECTOR";
+inline constexpr std::string_view kNoMatch = "NO_MATCH";
+inline constexpr std::string_view kFleetInvalid = "FLEET_INVALID";
 }  // namespace reason
 
 // Builds a status with `code`, `message` and the stable `reason` attached as a payload.

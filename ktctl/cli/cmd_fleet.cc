@@ -1,0 +1,308 @@
+// ktctl apply, diff, export: declarative fleets (docs/fleet-file.md). The daemon plans and
+// carries out (FleetService); ktctl reads the files, renders the plan and picks the exit code.
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "cli/app.h"
+#include "cli/exit_codes.h"
+#include "cli/fleet_files.h"
+#include "cli/output.h"
+#include "cli/render.h"
+#include "ktesio/contract/json_writer.h"
+
+namespace ktesio::cli {
+namespace {
+
+std::string ActionName(int action) {
+  switch (action) {
+    case v1::PLAN_ACTION_CREATE:
+      return "create";
+    case v1::PLAN_ACTION_UPDATE:
+      return "update";
+    case v1::PLAN_ACTION_START:
+      return "start";
+    case v1::PLAN_ACTION_STOP:
+      return "stop";
+    case v1::PLAN_ACTION_RECREATE:
+      return "recreate";
+    case v1::PLAN_ACTION_PRUNE:
+      return "prune";
+    default:
+      return "unknown";
+  }
+}
+
+// Pulls every `-f PATH` / `--filename PATH` / `-f=PATH` out of `args` (ParseLocal keeps one
+// value per flag; apply takes several).
+std::vector<std::string> TakeFiles(std::vector<std::string>* args, std::string* error) {
+  std::vector<std::string> files;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args->size(); ++i) {
+    const std::string& arg = (*args)[i];
+    if (arg == "-f" || arg == "--filename") {
+      if (i + 1 >= args->size()) {
+        *error = absl::StrCat(arg, " needs a FILE or DIR");
+        return {};
+      }
+      files.push_back((*args)[++i]);
+    } else if (arg.starts_with("--filename=") || arg.starts_with("-f=")) {
+      files.push_back(arg.substr(arg.find('=') + 1));
+    } else {
+      rest.push_back(arg);
+    }
+  }
+  *args = std::move(rest);
+  return files;
+}
+
+void WriteStep(contract::JsonWriter& json, const v1::PlanStep& step) {
+  json.BeginObject().Key("instance").String(step.name()).Key("actions").BeginArray();
+  for (int action : step.actions()) {
+    json.String(ActionName(action));
+  }
+  json.EndArray().Key("changes").BeginArray();
+  for (const std::string& change : step.changes()) {
+    json.String(change);
+  }
+  json.EndArray().Key("ok").Bool(step.ok());
+  if (step.has_error()) {  // optional keys are omitted (docs/json.md)
+    json.Key("error").BeginObject().Key("reason").String(step.error().reason());
+    json.Key("message").String(step.error().message()).EndObject();
+  }
+  if (step.has_instance()) {
+    json.Key("state").String(StateName(step.instance().state()));
+  }
+  json.Key("file").String(step.location().file()).Key("line").Uint(step.location().line());
+  json.EndObject();
+}
+
+std::string PlanDocument(const v1::ApplyFleetResponse& response) {
+  contract::JsonWriter json;
+  json.BeginObject().Key("schema_version").Int(1).Key("applied").Bool(response.applied());
+  json.Key("changed").Bool(response.changed()).Key("steps").BeginArray();
+  for (const v1::PlanStep& step : response.steps()) {
+    WriteStep(json, step);
+  }
+  json.EndArray().EndObject();
+  return json.Take() + "\n";
+}
+
+std::string PlanText(const v1::ApplyFleetResponse& response) {
+  std::string out;
+  std::map<std::string, int> counts;
+  for (const v1::PlanStep& step : response.steps()) {
+    std::vector<std::string> actions;
+    for (int action : step.actions()) {
+      actions.push_back(ActionName(action));
+      ++counts[actions.back()];
+    }
+    if (actions.empty()) {
+      ++counts["unchanged"];
+    }
+    absl::StrAppend(&out, step.name(), ": ",
+                    actions.empty() ? std::string("unchanged") : absl::StrJoin(actions, " + "));
+    if (step.has_instance() && !actions.empty()) {
+      absl::StrAppend(&out, " -> ", StateName(step.instance().state()));
+    }
+    out += "\n";
+    for (const std::string& change : step.changes()) {
+      absl::StrAppend(&out, "    ", change, "\n");
+    }
+    if (step.has_error()) {
+      absl::StrAppend(&out, "    error: ", step.error().message(), "\n");
+    }
+  }
+  std::vector<std::string> summary;
+  for (const auto& [name, count] : counts) {
+    summary.push_back(absl::StrCat(count, " ", name));
+  }
+  absl::StrAppend(&out, response.applied() ? "applied: " : "plan: ",
+                  summary.empty() ? std::string("nothing declared") : absl::StrJoin(summary, ", "),
+                  "\n");
+  return out;
+}
+
+// The worst exit code of the steps (0 when every step is ok).
+int StepsExitCode(const v1::ApplyFleetResponse& response) {
+  int worst = kExitOk;
+  for (const v1::PlanStep& step : response.steps()) {
+    if (!step.ok()) {
+      worst = std::max(worst, ExitCodeFor(step.error().reason(), grpc::StatusCode::UNKNOWN));
+    } else if (step.has_instance() && step.instance().state() == v1::AGENT_STATE_FAILED &&
+               (std::count(step.actions().begin(), step.actions().end(), v1::PLAN_ACTION_START) ||
+                std::count(step.actions().begin(), step.actions().end(),
+                           v1::PLAN_ACTION_RECREATE))) {
+      worst = std::max(worst, static_cast<int>(kExitGeneral));
+    }
+  }
+  return worst;
+}
+
+// Sorts "file:line: ..." problems by file, then line.
+void SortProblems(std::vector<std::string>* problems) {
+  auto key = [](const std::string& p) {
+    const size_t colon = p.find(':');
+    const std::string file = p.substr(0, colon);
+    uint32_t line = 0;
+    if (colon != std::string::npos) {
+      const size_t end = p.find(':', colon + 1);
+      if (!absl::SimpleAtoi(p.substr(colon + 1, end - colon - 1), &line)) {
+        line = 0;
+      }
+    }
+    return std::make_pair(file, line);
+  };
+  std::stable_sort(problems->begin(), problems->end(),
+                   [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
+}
+
+// The files have problems ktctl found itself: ask the daemon (a dry run of what could be read)
+// for the problems only it can find, and report them all at once. Nothing is applied.
+int ReportProblems(Context& ctx, Client& client, v1::ApplyFleetRequest request,
+                   std::vector<std::string> problems) {
+  request.set_dry_run(true);
+  for (v1::FleetSpec& fleet : *request.mutable_fleets()) {
+    auto* instances = fleet.mutable_instances();
+    instances->erase(std::remove_if(instances->begin(), instances->end(),
+                                    [](const v1::FleetInstanceSpec& spec) {
+                                      return spec.source_case() ==
+                                             v1::FleetInstanceSpec::SOURCE_NOT_SET;
+                                    }),
+                     instances->end());
+  }
+  v1::ApplyFleetResponse ignored;
+  auto call = client.NewContext();
+  grpc::Status status = client.fleet().Apply(call.get(), request, &ignored);
+  if (!status.ok()) {
+    CallError error = ToCallError(status, client.socket_path());
+    if (error.reason == "FLEET_INVALID") {
+      std::vector<std::string> lines = absl::StrSplit(error.message, '\n');
+      for (size_t i = 1; i < lines.size(); ++i) {  // line 0 is the summary
+        if (!lines[i].ends_with(": name is missing")) {
+          problems.push_back(lines[i]);
+        }
+      }
+    }
+  }
+  SortProblems(&problems);
+  problems.erase(std::unique(problems.begin(), problems.end()), problems.end());
+  return ReportError(ctx.global.json, "FLEET_INVALID",
+                     absl::StrCat("the fleet was not applied (nothing changed): ", problems.size(),
+                                  problems.size() == 1 ? " problem\n" : " problems\n",
+                                  absl::StrJoin(problems, "\n")),
+                     kExitUsage);
+}
+
+int RunApply(Context& ctx, std::vector<std::string> args, bool diff) {
+  const std::string usage =
+      diff ? "diff -f FILE|DIR [--prune]"
+           : "apply -f FILE|DIR [-f ...] [--dry-run] [--prune] [--recreate] [--stop-timeout SECS]";
+  std::string error;
+  std::vector<std::string> files = TakeFiles(&args, &error);
+  if (!error.empty()) {
+    return ctx.Usage(error, usage);
+  }
+  absl::StatusOr<LocalArgs> local =
+      diff ? ParseLocal(args, {}, {"--prune"}, 0, 0)
+           : ParseLocal(args, {"--stop-timeout"}, {"--dry-run", "--prune", "--recreate"}, 0, 0);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), usage);
+  }
+  if (files.empty()) {
+    return ctx.Usage("missing -f FILE|DIR", usage);
+  }
+  v1::ApplyFleetRequest request;
+  request.set_dry_run(diff || local->Has("--dry-run"));
+  request.set_prune(local->Has("--prune"));
+  request.set_recreate(local->Has("--recreate"));
+  if (std::optional<std::string> window = local->Value("--stop-timeout")) {
+    uint32_t seconds = 0;
+    if (!absl::SimpleAtoi(*window, &seconds) || seconds > 86400) {
+      return ctx.Usage(absl::StrCat("--stop-timeout must be whole seconds 0..86400"), usage);
+    }
+    request.set_timeout_seconds(seconds);
+  }
+  FleetFiles read = ReadFleetFiles(files);
+  for (v1::FleetSpec& fleet : read.fleets) {
+    *request.add_fleets() = std::move(fleet);
+  }
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  if (!read.problems.empty()) {
+    return ReportProblems(ctx, *client, request, std::move(read.problems));
+  }
+  // Creating and starting many agents, or stopping them, takes longer than one RPC deadline.
+  auto call = client->NewContext(std::chrono::milliseconds(static_cast<int64_t>(
+      ctx.global.timeout_seconds.value_or(request.dry_run() ? 60 : 3600) * 1000)));
+  v1::ApplyFleetResponse response;
+  grpc::Status status = client->fleet().Apply(call.get(), request, &response);
+  if (!status.ok()) {
+    const int failed = ctx.Fail(status);
+    return diff && failed == kExitGeneral ? kExitUsage : failed;  // diff: 1 means "changes"
+  }
+  Out(ctx.global.json ? PlanDocument(response) : PlanText(response));
+  if (diff) {
+    return response.changed() ? 1 : kExitOk;
+  }
+  return StepsExitCode(response);
+}
+
+int Export(Context& ctx, const std::vector<std::string>& args) {
+  constexpr std::string_view kUsage = "export [--selector SEL] [--name FLEET]";
+  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--selector", "-l", "--name"}, {}, 0, 0);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()), kUsage);
+  }
+  v1::ExportFleetRequest request;
+  request.set_selector(local->Value("--selector").value_or(local->Value("-l").value_or("")));
+  request.set_name(local->Value("--name").value_or(""));
+  int code = 0;
+  Client* client = ctx.Connect(&code);
+  if (client == nullptr) {
+    return code;
+  }
+  v1::ExportFleetResponse response;
+  auto call = client->NewContext();
+  grpc::Status status = client->fleet().Export(call.get(), request, &response);
+  if (!status.ok()) {
+    return ctx.Fail(status);
+  }
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("toml").String(response.toml());
+    json.EndObject();
+    Out(json.Take() + "\n");
+  } else {
+    Out(response.toml());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddFleetCommands(std::vector<Command>& commands) {
+  commands.push_back(
+      {{"apply"},
+       "-f FILE|DIR [-f ...] [--dry-run] [--prune] [--recreate] [--stop-timeout SECS]",
+       "make the host's instances what fleet files declare (plan, then carry it out); a second "
+       "apply changes nothing",
+       [](Context& c, const std::vector<std::string>& a) { return RunApply(c, a, false); }});
+  commands.push_back(
+      {{"diff"},
+       "-f FILE|DIR [--prune]",
+       "the plan apply would carry out; exit 0 when nothing would change, 1 when something would",
+       [](Context& c, const std::vector<std::string>& a) { return RunApply(c, a, true); }});
+  commands.push_back({{"export"},
+                      "[--selector SEL] [--name FLEET]",
+                      "the current instances as a fleet file (secrets as secret:NAME references)",
+                      Export});
+}
+
+}  // namespace ktesio::cli
