@@ -230,6 +230,7 @@ int RunApply(Context& ctx, std::vector<std::string> args, bool diff) {
   for (v1::FleetSpec& fleet : read.fleets) {
     *request.add_fleets() = std::move(fleet);
   }
+  request.mutable_manifests()->insert(read.manifests.begin(), read.manifests.end());
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {

@@ -83,7 +83,8 @@ v1::SourceLocation At(const std::string& file, uint32_t line) {
 }
 
 void AddInstance(const std::string& file, const contract::FleetAgentSpec& agent,
-                 v1::FleetSpec* fleet, std::vector<std::string>* problems) {
+                 v1::FleetSpec* fleet, FleetFiles* files) {
+  std::vector<std::string>* problems = &files->problems;
   v1::FleetInstanceSpec* spec = fleet->add_instances();
   spec->set_name(agent.name);
   *spec->mutable_location() = At(file, agent.line);
@@ -98,8 +99,10 @@ void AddInstance(const std::string& file, const contract::FleetAgentSpec& agent,
       problems->push_back(absl::StrCat(file, ":", agent.manifest_line, ": agents.", agent.name,
                                        ": ", std::string(text.status().message())));
     } else {
-      spec->mutable_manifest()->set_path(Absolute(text->path));
-      spec->mutable_manifest()->set_content(std::move(text->content));
+      // The content travels once per distinct file, in FleetFiles::manifests.
+      const std::string absolute = Absolute(text->path);
+      spec->mutable_manifest()->set_path(absolute);
+      files->manifests.emplace(absolute, std::move(text->content));
     }
   }
   spec->mutable_labels()->insert(agent.labels.begin(), agent.labels.end());
@@ -132,7 +135,7 @@ FleetFiles ReadFleetFiles(const std::vector<std::string>& paths) {
       fleet.set_name(parsed.spec.name);
       *fleet.mutable_location() = At(file, parsed.spec.name_line);
       for (const contract::FleetAgentSpec& agent : parsed.spec.agents) {
-        AddInstance(file, agent, &fleet, &result.problems);
+        AddInstance(file, agent, &fleet, &result);
       }
       result.fleets.push_back(std::move(fleet));
     }

@@ -5,6 +5,7 @@
 // turned into the FleetSpecs FleetService.Apply takes. Every problem of every file is
 // collected before anything is sent.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@ inline constexpr size_t kMaxFleetFileBytes = 4 << 20;  // 4 MiB: 10,000 instance
 
 struct FleetFiles {
   std::vector<v1::FleetSpec> fleets;
+  // Each distinct manifest once, by the absolute path the specs name (ApplyFleetRequest).
+  std::map<std::string, std::string> manifests;
   std::vector<std::string> problems;  // "file:line: ..." each
 };
 

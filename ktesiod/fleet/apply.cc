@@ -203,6 +203,22 @@ absl::StatusOr<std::vector<Current>> ReadCurrent(Engine& engine) {
   return current;
 }
 
+// Fills each manifest spec's empty content from the request's shared manifests.
+void ShareManifests(v1::ApplyFleetRequest* request) {
+  for (v1::FleetSpec& fleet : *request->mutable_fleets()) {
+    for (v1::FleetInstanceSpec& spec : *fleet.mutable_instances()) {
+      if (!spec.has_manifest() || !spec.manifest().content().empty()) {
+        continue;
+      }
+      const auto shared = request->manifests().find(spec.manifest().path());
+      if (shared != request->manifests().end()) {
+        spec.mutable_manifest()->set_content(shared->second);
+      }
+    }
+  }
+  request->clear_manifests();
+}
+
 }  // namespace
 
 void Apply(Engine& engine, const v1::ApplyFleetRequest& request, v1::ApplyFleetResponse* response,
@@ -212,6 +228,7 @@ void Apply(Engine& engine, const v1::ApplyFleetRequest& request, v1::ApplyFleetR
   run->request = request;
   run->response = response;
   run->finish = std::move(finish);
+  ShareManifests(&run->request);
   if (absl::Status status = Validate(run->request, &run->desired); !status.ok()) {
     run->finish(status);
     return;

@@ -153,12 +153,38 @@ TEST_F(FleetApplyTest, TooManyInstancesAreRefusedWhole) {
   ASSERT_TRUE(small.Start({"--config", config})) << small.DaemonLog();
   WriteProbeManifest(small.dir() + "/probe", "probe", "--heartbeat-ms 60000");
   const std::string file = small.dir() + "/fleet.toml";
-  WriteFileOrDie(file, Fleet(5));
+  WriteFileOrDie(file, Fleet(10000));
   RunResult r = small.Ctl({"apply", "-f", file});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("beyond max_instances = 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("it would create 10000 instances, 10000 in all, beyond max_instances = 3"),
+            std::string::npos)
+      << r.err;
   RunResult list = small.Ctl({"agent", "list", "--json"});
   EXPECT_EQ(ParseJson(list.out).value_or(Json())["instances"].array.size(), 0u);
+}
+
+TEST_F(FleetApplyTest, AnInterruptedApplyConvergesOnTheNextOne) {
+  const std::string file = WriteFleet("fleet.toml", Fleet(30));
+  // The client killed mid-apply: the daemon carries on or stops where it is; nothing is torn.
+  RunOptions hasty;
+  hasty.timeout = std::chrono::milliseconds(150);
+  daemon_.Ctl({"apply", "-f", file}, hasty);
+  // The daemon SIGKILLed mid-apply.
+  RunResult killed;
+  std::thread applier([&] { killed = daemon_.Ctl({"apply", "-f", file}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  daemon_.Kill();
+  applier.join();
+  ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
+  RunResult again = daemon_.Ctl({"apply", "-f", file});
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(daemon_.Ctl({"diff", "-f", file}).exit_code, 0) << "not converged";
+  Json list = List();
+  ASSERT_EQ(list["instances"].array.size(), 30u);
+  for (const Json& instance : list["instances"].array) {
+    EXPECT_EQ(instance["state"].string, "running") << instance["name"].string;
+    EXPECT_EQ(instance["labels"]["ktesio.io/fleet"].string, "team-a") << instance["name"].string;
+  }
 }
 
 TEST_F(FleetApplyTest, PruneRemovesOnlyOwnedInstancesAndRecreateNeedsTheFlag) {
