@@ -1,9 +1,11 @@
 #include "daemon/daemon.h"
 
 #include <grp.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -116,10 +118,53 @@ void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions&
   restart_only("otlp_*", !(fresh.otlp == running.otlp));
   restart_only("metering_max_request_bytes",
                fresh.metering_max_request_bytes != running.metering_max_request_bytes);
+  restart_only(
+      "metering_max_connections",
+      fresh.metering_max_connections != running.metering_max_connections ||
+          fresh.metering_max_connections_per_agent != running.metering_max_connections_per_agent ||
+          fresh.metering_header_timeout_secs != running.metering_header_timeout_secs);
   log->info("reload: {} read", paths.config_path);
 }
 
 }  // namespace
+
+// Raises the soft descriptor limit to the hard one, so the daemon has what the operator (or
+// systemd's LimitNOFILE) granted. Returns the soft limit in force.
+static uint64_t RaiseDescriptorLimit(spdlog::logger& log) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return 1024;
+  }
+  if (limit.rlim_cur < limit.rlim_max) {
+    const rlim_t before = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      log.warn("could not raise the descriptor limit from {} to {}: {}", before, limit.rlim_max,
+               std::strerror(errno));
+      limit.rlim_cur = before;
+    }
+  }
+  return limit.rlim_cur;
+}
+
+// The metering proxy's connection caps: as configured, but never so many that proxied
+// connections (a client and an upstream descriptor each) could eat the descriptors the API
+// socket, the store, logs and agent launches need: a quarter of the limit, at least 128, stays
+// in reserve.
+static metering::AdmissionLimits ProxyAdmission(const DaemonOptions& options, spdlog::logger& log) {
+  const uint64_t soft = RaiseDescriptorLimit(log);
+  const uint64_t reserve = std::max<uint64_t>(128, soft / 4);
+  const uint64_t fit = soft > reserve ? (soft - reserve) / 2 : 1;
+  metering::AdmissionLimits limits;
+  limits.total = static_cast<size_t>(
+      std::max<uint64_t>(1, std::min<uint64_t>(options.metering_max_connections, fit)));
+  limits.per_instance = std::min<size_t>(options.metering_max_connections_per_agent, limits.total);
+  if (limits.total < options.metering_max_connections) {
+    log.info("metering proxy connections capped at {} (descriptor limit {}, {} kept in reserve)",
+             limits.total, soft, reserve);
+  }
+  return limits;
+}
 
 int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   DaemonOptions options = flags;
@@ -173,6 +218,8 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   engine::EngineOptions engine_options;
   engine_options.proxy.ca_file = options.metering_ca_file;
   engine_options.proxy.max_request_bytes = options.metering_max_request_bytes;
+  engine_options.proxy.header_timeout = std::chrono::seconds(options.metering_header_timeout_secs);
+  engine_options.proxy.admission = ProxyAdmission(options, *log);
   engine_options.limits = LimitsOf(options);
   auto engine_log = MakeLogger("engine", options.log_level);
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =

@@ -242,6 +242,22 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
                                 "to 4294967296"));
       }
       options.metering_max_request_bytes = static_cast<uint64_t>(*value);
+    } else if (name == "metering_max_connections" || name == "metering_max_connections_per_agent" ||
+               name == "metering_header_timeout_secs") {
+      const int64_t max = name == "metering_header_timeout_secs" ? 3600 : 1000000;
+      std::optional<int64_t> value = node.value_exact<int64_t>();
+      if (!value || *value < 1 || *value > max) {
+        return Bad(absl::StrCat(where(), ": '", std::string(name),
+                                "' must be an integer from 1 to ", max));
+      }
+      const auto v = static_cast<uint32_t>(*value);
+      if (name == "metering_max_connections") {
+        options.metering_max_connections = v;
+      } else if (name == "metering_max_connections_per_agent") {
+        options.metering_max_connections_per_agent = v;
+      } else {
+        options.metering_header_timeout_secs = v;
+      }
     } else if (name == "stop_timeout_secs" || name == "max_instances" || name == "max_streams") {
       struct Range {
         int64_t min;
@@ -266,7 +282,9 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
       return Bad(
           absl::StrCat(where(), ": unknown key '", std::string(name),
                        "' (known: version, log_level, socket, socket_group, metering_ca_file, "
-                       "metering_max_request_bytes, stop_timeout_secs, max_instances, "
+                       "metering_max_request_bytes, metering_max_connections, "
+                       "metering_max_connections_per_agent, metering_header_timeout_secs, "
+                       "stop_timeout_secs, max_instances, "
                        "max_streams, metrics_listen, otlp_*)"));
     }
   }

@@ -20,6 +20,10 @@ struct DaemonOptions {
   std::string config_socket;       // `socket` from ktesiod.toml (below --socket and KTESIO_SOCKET)
   std::string metering_ca_file;    // extra trust anchors for https upstreams
   uint64_t metering_max_request_bytes = 32u << 20;  // request bodies above this get 413
+  // Metering proxy connection caps (docs/metering.md "Connection limits").
+  uint32_t metering_max_connections = 4096;           // over every listener
+  uint32_t metering_max_connections_per_agent = 256;  // per instance's listener
+  uint32_t metering_header_timeout_secs = 30;         // a request head must arrive within
   uint32_t stop_timeout_secs = 30;   // graceful stop window when a command names none
   uint64_t max_instances = 10000;    // registrations beyond this are refused
   uint32_t max_streams = 1024;       // concurrent event subscriptions + log follows

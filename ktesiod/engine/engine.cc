@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "engine/proxy_path.h"
 #include "engine/view.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/error.h"
@@ -30,7 +31,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const DaemonPaths& paths,
   if (!store.ok()) {
     return store.status();
   }
+  absl::StatusOr<ProxyKey> key = LoadProxyKey(paths.state_dir);
+  if (!key.ok()) {
+    return key.status();
+  }
   std::unique_ptr<Engine> engine(new Engine(paths, std::move(*store), logger));
+  engine->proxy_key_ = std::move(*key);
   Engine* raw = engine.get();
   absl::StatusOr<std::unique_ptr<metering::MeteringProxy>> proxy = metering::MeteringProxy::Create(
       std::move(options.proxy),
@@ -118,6 +124,7 @@ absl::Status Engine::GetStatus(v1::GetStatusResponse* response) {
   response->set_os(std::string(contract::OsName(contract::CurrentOs())));
   response->set_metrics_address(metrics_address_);
   SyncLaunchHealth();
+  SyncProxyHealth();
   for (const std::string& problem : health_.Problems()) {
     response->add_problems(problem);
   }
@@ -133,6 +140,20 @@ absl::Status Engine::GetStatus(v1::GetStatusResponse* response) {
 }
 
 void Engine::SyncLaunchHealth() { health_.Set("launch", backend_.Problem()); }
+
+void Engine::SyncProxyHealth() {
+  const metering::Admission::Pressure pressure = proxy_->Pressure();
+  std::string problem;
+  if (pressure.recent) {
+    problem =
+        absl::StrCat("metering proxy under a connection flood: ", pressure.refused_total,
+                     " connections refused over the caps (per agent ", pressure.limits.per_instance,
+                     ", total ", pressure.limits.total, ") and ", pressure.resource_errors_total,
+                     " accepts failed for lack of descriptors since the daemon started; ",
+                     pressure.open, " open now (metering_max_connections in ktesiod.toml)");
+  }
+  health_.Set("proxy", problem);
+}
 
 void Engine::SetLimits(const EngineLimits& limits) {
   limits_ = limits;

@@ -17,6 +17,7 @@
 #include "boost/asio/steady_timer.hpp"
 #include "engine/config_bridge.h"
 #include "engine/health.h"
+#include "engine/proxy_path.h"
 #include "fs/directory_watch.h"
 #include "ktesio/contract/labels.h"
 #include "ktesio/v1/agent.pb.h"
@@ -180,6 +181,8 @@ class Engine {
   void OnTransition(const store::InstanceRow& row, supervisor::State from, supervisor::State to);
   // Copies the process backend's problem (a missing shim) into health_.
   void SyncLaunchHealth();
+  // Reports a metering-proxy connection flood (a cap reached within the last minute).
+  void SyncProxyHealth();
   Health health_;
   // Running totals of persisted events per type, advanced by CollectMetrics from this cursor.
   std::map<std::string, uint64_t> event_counts_;
@@ -270,6 +273,7 @@ class Engine {
   bool calls_flush_posted_ = false;                  // guarded by calls_mu_
   void ReopenProxies();
   std::string ProxyUrl(const std::string& name) const;
+  ProxyKey proxy_key_;  // derives each instance's proxy path prefix (proxy_path.h)
   uint64_t next_subscription_ = 1;
   uint64_t next_follow_ = 1;
 

@@ -2,11 +2,14 @@
 // injected at `metering.base_url`), closed when the agent leaves its run, re-opened on the SAME
 // port for agents re-adopted after a daemon restart; and the ledger writes of its call records.
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "config/layers.h"
 #include "engine/engine.h"
+#include "fs/fs.h"
 #include "ktesio/contract/error.h"
 #include "logs/segments.h"
 #include "metering/ledger.h"
@@ -49,7 +52,8 @@ void AddLoopbackNoProxy(const v1::AdapterSnapshot& snapshot, supervisor::Deliver
 
 std::string Engine::ProxyUrl(const std::string& name) const {
   const uint16_t port = proxy_ ? proxy_->Port(name) : 0;
-  return port == 0 ? std::string() : absl::StrCat("http://127.0.0.1:", port);
+  return port == 0 ? std::string()
+                   : absl::StrCat("http://127.0.0.1:", port, proxy_->PathPrefix(name));
 }
 
 absl::StatusOr<supervisor::Delivery> Engine::DeliverFor(const store::InstanceRow& row,
@@ -76,7 +80,10 @@ absl::StatusOr<supervisor::Delivery> Engine::DeliverFor(const store::InstanceRow
   absl::StatusOr<int64_t> previous = store_->ProxyPort(row.id);
   const uint16_t preferred =
       previous.ok() && *previous > 0 && *previous < 65536 ? static_cast<uint16_t>(*previous) : 0;
-  absl::StatusOr<uint16_t> port = proxy_->Open(row.name, *upstream, preferred, /*exact=*/false);
+  const std::string prefix = ProxyPathPrefix(proxy_key_.key, row.name, row.registered_at_ms);
+  ::unlink((row.home + "/.proxy-path-legacy").c_str());  // a fresh start learns the path
+  absl::StatusOr<uint16_t> port =
+      proxy_->Open(row.name, *upstream, preferred, /*exact=*/false, prefix);
   if (!port.ok()) {
     return port.status();
   }
@@ -85,7 +92,7 @@ absl::StatusOr<supervisor::Delivery> Engine::DeliverFor(const store::InstanceRow
     return saved;
   }
   absl::StatusOr<supervisor::Delivery> delivery =
-      config_.Deliver(row, snapshot, absl::StrCat("http://127.0.0.1:", *port));
+      config_.Deliver(row, snapshot, absl::StrCat("http://127.0.0.1:", *port, prefix));
   if (!delivery.ok()) {
     proxy_->Close(row.name);
     return delivery.status();
@@ -122,8 +129,27 @@ void Engine::ReopenProxies() {
       if (!upstream.ok()) {
         status = upstream.status();
       } else {
-        // Exactly the old port: the running agent's base URL names it.
-        status = proxy_->Open(row.name, *upstream, static_cast<uint16_t>(*port), true).status();
+        // Exactly the old port and path: the running agent's base URL names them. Agents
+        // started before the daemon had a proxy key were given prefix-less URLs: their
+        // listener accepts any path until they restart.
+        const std::string legacy_marker = row.home + "/.proxy-path-legacy";
+        const bool legacy = proxy_key_.created_now || fs::Exists(legacy_marker);
+        if (proxy_key_.created_now) {
+          // Remembered until the agent restarts, across further daemon restarts.
+          fs::WriteFileAtomic(legacy_marker, "", 0600).IgnoreError();  // best effort: a lost
+          // marker only makes the next daemon demand the path this agent does not know
+        }
+        const std::string prefix =
+            legacy ? std::string()
+                   : ProxyPathPrefix(proxy_key_.key, row.name, row.registered_at_ms);
+        if (prefix.empty()) {
+          log_->warn(
+              "metering proxy of re-adopted agent accepts any path until it restarts "
+              "(started before per-agent proxy paths) instance={}",
+              row.name);
+        }
+        status =
+            proxy_->Open(row.name, *upstream, static_cast<uint16_t>(*port), true, prefix).status();
       }
     }
     if (!status.ok()) {

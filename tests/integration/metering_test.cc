@@ -3,6 +3,13 @@
 // provider reported, call for call, across a daemon crash; unknown usage is never zero;
 // budgets act on proxied usage; a start without an upstream is refused before launch.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -204,17 +211,107 @@ TEST_F(MeteringTest, BudgetPauseRefusesFurtherModelCallsUntilResumed) {
   ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
   const std::string proxy_url = Instance("a")["proxy_url"].string;
   const uint16_t port = static_cast<uint16_t>(std::stoi(proxy_url.substr(17)));
+  const std::string chat = proxy_url.substr(proxy_url.find('/', 17)) + "/v1/chat/completions";
   ASSERT_EQ(daemon_.Ctl({"agent", "send", "a", "chat"}).exit_code, 0);
   ASSERT_TRUE(WaitFor([&] { return Instance("a")["state"].string == "paused"; }));
   // Whatever the pause achieves, no further model call reaches the provider.
-  ASSERT_TRUE(WaitFor([&] {
-    return HttpRequest(port, "POST", "/v1/chat/completions", R"({"model":"m"})").status == 429;
-  }));
+  ASSERT_TRUE(
+      WaitFor([&] { return HttpRequest(port, "POST", chat, R"({"model":"m"})").status == 429; }));
   EXPECT_EQ(provider_.Calls().size(), 1u);
   ASSERT_EQ(daemon_.Ctl({"agent", "resume", "a"}).exit_code, 0);
-  EXPECT_TRUE(WaitFor([&] {
-    return HttpRequest(port, "POST", "/v1/chat/completions", R"({"model":"m"})").status == 200;
-  }));
+  EXPECT_TRUE(
+      WaitFor([&] { return HttpRequest(port, "POST", chat, R"({"model":"m"})").status == 200; }));
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
+}
+
+TEST_F(MeteringTest, OnlyTheAgentsBaseUrlIsServed) {
+  Register("a");
+  SetUpstream("a", provider_.url() + "/v1");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
+  const std::string proxy_url = Instance("a")["proxy_url"].string;
+  ASSERT_NE(proxy_url.find("/kt-"), std::string::npos) << proxy_url;
+  const uint16_t port = static_cast<uint16_t>(std::stoi(proxy_url.substr(17)));
+  const std::string prefix = proxy_url.substr(proxy_url.find('/', 17));
+  // Another local process that knows only the port: refused, not forwarded, not metered.
+  for (const std::string& target :
+       {std::string("/v1/chat/completions"), std::string("/kt-0000/v1/chat/completions"),
+        prefix + "x/v1/chat/completions"}) {
+    EXPECT_EQ(HttpRequest(port, "POST", target, R"({"model":"m"})").status, 403u) << target;
+  }
+  EXPECT_EQ(provider_.Calls().size(), 0u);
+  EXPECT_EQ(HttpRequest(port, "POST", prefix + "/v1/chat/completions", R"({"model":"m"})").status,
+            200u);
+  EXPECT_EQ(provider_.Calls().size(), 1u);
+  // The path survives a daemon crash (the re-adopted agent's URL keeps working).
+  daemon_.Kill();
+  ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
+  EXPECT_EQ(Instance("a")["proxy_url"].string, proxy_url);
+  EXPECT_EQ(HttpRequest(port, "POST", prefix + "/v1/chat/completions", R"({"model":"m"})").status,
+            200u);
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
+}
+
+// A local process opening far more idle connections than the daemon has descriptors (scaled
+// down: the daemon runs with 1024): the API keeps answering, the agent restarts, the log stays
+// bounded, and the proxy serves again once the flood is over.
+TEST_F(MeteringTest, AConnectionFloodCannotSilenceTheDaemon) {
+  ASSERT_EQ(daemon_.Stop(), 0);
+  const std::string wrapper = daemon_.dir() + "/ktesiod-1024";
+  WriteFileOrDie(wrapper, "#!/bin/sh\nulimit -n 1024\nexec " + KtesiodPath() + " \"$@\"\n");
+  chmod(wrapper.c_str(), 0755);
+  const std::string config = daemon_.dir() + "/ktesiod.toml";
+  WriteFileOrDie(config, "metering_header_timeout_secs = 2\n");
+  daemon_.set_binary(wrapper);
+  ASSERT_TRUE(daemon_.Start({"--config", config})) << daemon_.DaemonLog();
+  Register("a");
+  SetUpstream("a", provider_.url() + "/v1");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
+  const std::string proxy_url = Instance("a")["proxy_url"].string;
+  const uint16_t port = static_cast<uint16_t>(std::stoi(proxy_url.substr(17)));
+
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  std::vector<int> flood;
+  const char partial[] = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 3000; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0) << "the test itself ran out of descriptors at " << i;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      (void)!write(fd, partial, sizeof(partial) - 1);
+    }
+    flood.push_back(fd);
+  }
+  // While the flood holds: the API answers within its deadline and says what is happening.
+  RunResult status = daemon_.Ctl({"--timeout", "5", "daemon", "status"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("metering proxy under a connection flood"), std::string::npos)
+      << status.out;
+  RunResult restart = daemon_.Ctl({"--timeout", "20", "agent", "restart", "a", "--timeout", "0"});
+  EXPECT_EQ(restart.exit_code, 0) << restart.out << restart.err;
+  for (int fd : flood) {
+    close(fd);
+  }
+  // Afterwards the proxy serves again (at the same URL: the restart kept the port).
+  const std::string url = Instance("a")["proxy_url"].string;
+  const uint16_t new_port = static_cast<uint16_t>(std::stoi(url.substr(17)));
+  const std::string chat = url.substr(url.find('/', 17)) + "/v1/chat/completions";
+  EXPECT_TRUE(WaitFor(
+      [&] { return HttpRequest(new_port, "POST", chat, R"({"model":"m"})").status == 200; }));
+  // The log stayed bounded: one summary line per 10 s, not one per refused connection.
+  const std::string log = daemon_.DaemonLog();
+  size_t lines = 0;
+  for (size_t at = 0; (at = log.find("metering proxy: refused", at)) != std::string::npos; ++at) {
+    ++lines;
+  }
+  EXPECT_GE(lines, 1u) << log.substr(0, 4000);
+  EXPECT_LE(lines, 5u);
+  EXPECT_LT(log.size(), 200000u);
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
 }
 

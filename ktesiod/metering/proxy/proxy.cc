@@ -173,6 +173,8 @@ struct MeteringProxy::Impl {
     std::string instance;
     tcp::acceptor acceptor;
     std::shared_ptr<const Upstream> upstream;  // proxy thread only after Open
+    std::string path_prefix;                   // set before the first accept
+    size_t open = 0;                           // admitted connections (Admission)
     std::vector<std::weak_ptr<ConnState>> connections;
     bool closed = false;
     bool blocked = false;  // budget breach: model calls refused
@@ -183,6 +185,7 @@ struct MeteringProxy::Impl {
   std::vector<CallRecord> batch;  // proxy thread only
   bool batch_armed = false;
   std::shared_ptr<spdlog::logger> log;
+  std::unique_ptr<Admission> admission;  // before io: outlives the coroutines io destroys
   asio::io_context io{1};
   ssl::context tls{ssl::context::tls_client};
   asio::executor_work_guard<asio::io_context::executor_type> work{asio::make_work_guard(io)};
@@ -214,6 +217,12 @@ struct MeteringProxy::Impl {
   void Report(const std::string& instance, const RequestPlan& plan, const ResponseMeter& meter,
               unsigned status);
   void CloseListener(Listener& listener);
+  // Logs the admission summary when one is due (at most one line per interval).
+  void ReportPressure(const std::string& error) {
+    if (std::string line = admission->DueReport(error); !line.empty()) {
+      log->warn("metering proxy: {}", line);
+    }
+  }
 };
 
 absl::StatusOr<std::unique_ptr<MeteringProxy>> MeteringProxy::Create(
@@ -222,6 +231,7 @@ absl::StatusOr<std::unique_ptr<MeteringProxy>> MeteringProxy::Create(
   impl->options = std::move(options);
   impl->on_call = std::move(on_call);
   impl->log = std::move(log);
+  impl->admission = std::make_unique<Admission>(impl->options.admission);
   error_code ec;
   impl->tls.set_default_verify_paths(ec);
   if (ec) {
@@ -259,7 +269,7 @@ MeteringProxy::~MeteringProxy() {
 }
 
 absl::StatusOr<uint16_t> MeteringProxy::Open(const std::string& instance, const Upstream& upstream,
-                                             uint16_t port, bool exact) {
+                                             uint16_t port, bool exact, std::string path_prefix) {
   auto shared_upstream = std::make_shared<const Upstream>(upstream);
   std::lock_guard lock(impl_->mu);
   if (auto it = impl_->listeners.find(instance); it != impl_->listeners.end()) {
@@ -269,6 +279,7 @@ absl::StatusOr<uint16_t> MeteringProxy::Open(const std::string& instance, const 
   }
   auto listener = std::make_shared<Impl::Listener>(impl_->io);
   listener->instance = instance;
+  listener->path_prefix = std::move(path_prefix);
   listener->upstream = shared_upstream;
   auto bind = [&](uint16_t at) -> error_code {
     error_code ec;
@@ -349,6 +360,14 @@ uint16_t MeteringProxy::Port(const std::string& instance) const {
   return ec ? 0 : endpoint.port();
 }
 
+std::string MeteringProxy::PathPrefix(const std::string& instance) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->listeners.find(instance);
+  return it == impl_->listeners.end() ? std::string() : it->second->path_prefix;
+}
+
+Admission::Pressure MeteringProxy::Pressure() const { return impl_->admission->Snapshot(); }
+
 std::map<std::string, ProxyInstanceStats> MeteringProxy::Stats() const {
   std::lock_guard lock(impl_->mu);
   return impl_->stats;
@@ -373,6 +392,7 @@ void MeteringProxy::Impl::CloseListener(Listener& listener) {
 }
 
 asio::awaitable<void> MeteringProxy::Impl::Accept(std::shared_ptr<Listener> listener) {
+  asio::steady_timer backoff(io);
   while (!listener->closed) {
     error_code ec;
     tcp::socket socket = co_await listener->acceptor.async_accept(Await(ec));
@@ -380,9 +400,24 @@ asio::awaitable<void> MeteringProxy::Impl::Accept(std::shared_ptr<Listener> list
       if (ec == asio::error::operation_aborted || listener->closed) {
         co_return;
       }
-      log->warn("metering proxy accept failed instance={} error={}", listener->instance,
-                ec.message());
-      continue;  // EMFILE and friends: keep serving the connections we have
+      const bool starved = ec == asio::error::no_descriptors || ec.value() == ENFILE ||
+                           ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
+      if (!starved) {
+        log->warn("metering proxy accept failed instance={} error={}", listener->instance,
+                  ec.message());
+        continue;
+      }
+      // Out of descriptors or memory: keep serving the connections we have, wait, retry.
+      backoff.expires_after(admission->OnResourceError());
+      ReportPressure(ec.message());
+      co_await backoff.async_wait(Await(ec));
+      continue;
+    }
+    admission->OnAccepted();
+    if (!admission->TryAdmit(&listener->open)) {
+      socket.close(ec);  // over a cap: closed at once, costs no descriptor for long
+      ReportPressure("");
+      continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
     auto conn = std::make_shared<ConnState>(std::move(socket));
@@ -671,14 +706,24 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
 
 asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> listener,
                                                  std::shared_ptr<ConnState> conn) {
+  // Gives the admission back however the exchange ends (also when io destroys the frame).
+  struct Admitted {
+    Admission* admission;
+    Listener* listener;
+    ~Admitted() { admission->Release(&listener->open); }
+  } admitted{admission.get(), listener.get()};
   beast::flat_buffer buffer;
   while (!listener->closed) {
     error_code ec;
     http::request_parser<http::string_body> parser;
     parser.header_limit(kHeaderLimit);
     parser.body_limit(options.max_request_bytes);
-    conn->client_idle.Touch(conn->client, options.idle_timeout);
+    // A head must arrive within header_timeout: a client that opens and idles, or trickles its
+    // head, gives its descriptor back soon (the body may then take idle_timeout per silence).
+    conn->client.expires_after(options.header_timeout);
+    conn->client_idle.Reset();
     co_await http::async_read_header(conn->client, buffer, parser, Await(ec));
+    conn->client_idle.Touch(conn->client, options.idle_timeout);
     if (ec == http::error::body_limit) {  // a declared Content-Length over the cap
       const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
       co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
@@ -719,7 +764,20 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
     http::request<http::string_body> request = parser.release();
     bool keep_alive = WantsKeepAlive(request.base());
     const std::string_view method(request.method_string().data(), request.method_string().size());
-    const std::string_view target(request.target().data(), request.target().size());
+    std::string_view target(request.target().data(), request.target().size());
+    if (!listener->path_prefix.empty()) {
+      // Only the agent's base URL is served: /kt-<secret>, then '/', '?' or the end.
+      const std::string& prefix = listener->path_prefix;
+      const bool ours = target.starts_with(prefix) &&
+                        (target.size() == prefix.size() || target[prefix.size()] == '/' ||
+                         target[prefix.size()] == '?');
+      if (!ours) {
+        const std::string reply = FixedResponse(403, "Forbidden", kForbiddenBody, false);
+        co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
+        co_return;
+      }
+      target.remove_prefix(prefix.size());
+    }
     const RequestPlan plan = PlanRequest(method, target, request.body());
     const std::shared_ptr<const Upstream> upstream = listener->upstream;
     if (listener->blocked && plan.shape != ApiShape::kOther) {

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "metering/proxy/admission.h"
 #include "metering/proxy/upstream.h"
 #include "metering/usage_extract.h"
 #include "spdlog/logger.h"
@@ -36,6 +37,9 @@ struct ProxyOptions {
   std::string ca_file;                   // extra trust anchors for https upstreams
   std::chrono::milliseconds connect_timeout{30'000};
   std::chrono::milliseconds idle_timeout{600'000};  // silence in either direction → close
+  // A request head (or, on a kept-alive connection, the next one) must arrive within this.
+  std::chrono::milliseconds header_timeout{30'000};
+  AdmissionLimits admission;  // connection caps (admission.h)
   // Call records reach `on_call` in batches at most this late (budgets see usage this late).
   std::chrono::milliseconds report_window{2};
 };
@@ -75,8 +79,11 @@ class MeteringProxy {
   // Opens the listener of `instance` (or re-points an open one at `upstream`) and returns its
   // port. `port` != 0 asks for that port (a re-adopted agent's URL names it); when it is taken,
   // `exact` decides between failing (UNAVAILABLE) and an ephemeral port.
+  // `path_prefix` ("/kt-<secret>", or "" for none): only requests whose target starts with it
+  // are served (it is stripped before forwarding); others get 403 and are neither forwarded nor
+  // metered, so a local process that does not know the agent's base URL cannot spend its budget.
   absl::StatusOr<uint16_t> Open(const std::string& instance, const Upstream& upstream,
-                                uint16_t port, bool exact);
+                                uint16_t port, bool exact, std::string path_prefix = "");
   // Closes the listener of `instance` and its connections. Idempotent.
   void Close(const std::string& instance);
   // After a pause/stop budget breach: model calls of `instance` get 429 (kBudgetBody) instead
@@ -85,6 +92,10 @@ class MeteringProxy {
   void Unblock(const std::string& instance);
   // The port of an open listener, 0 when none.
   uint16_t Port(const std::string& instance) const;
+  // The path prefix of an open listener ("" when none or no listener).
+  std::string PathPrefix(const std::string& instance) const;
+  // Connection caps and refusals (daemon status, metrics).
+  Admission::Pressure Pressure() const;
   // A copy of the measurements of every instance that had traffic (kept while the listener
   // closes and reopens; dropped by Forget when the instance is removed).
   std::map<std::string, ProxyInstanceStats> Stats() const;
@@ -104,6 +115,9 @@ inline constexpr std::string_view kBadGatewayBody =
 inline constexpr std::string_view kBudgetBody =
     R"({"error":{"type":"budget_exceeded","message":"ktesio: this agent's budget is )"
     R"(exhausted; model calls are refused until it is resumed or restarted"}})";
+inline constexpr std::string_view kForbiddenBody =
+    R"({"error":{"type":"forbidden","message":"ktesio metering proxy: this path is not the )"
+    R"(agent's base URL"}})";
 inline constexpr std::string_view kTooLargeBody =
     R"({"error":{"type":"request_too_large","message":"ktesio metering proxy: the request )"
     R"(body exceeds the proxy's limit"}})";
