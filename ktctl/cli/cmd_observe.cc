@@ -289,6 +289,9 @@ int Events(Context& ctx, const std::vector<std::string>& args) {
   v1::SubscribeEventsResponse response;
   uint64_t last = 0;
   while (reader->Read(&response)) {
+    if (!response.notice().empty()) {
+      Err(absl::StrCat("ktctl: note: ", response.notice()));
+    }
     std::string out;
     for (const v1::Event& event : response.events()) {
       last = event.cursor();

@@ -72,6 +72,11 @@ engine::EngineLimits LimitsOf(const DaemonOptions& options) {
   limits.stop_timeout_seconds = options.stop_timeout_secs;
   limits.max_instances = options.max_instances;
   limits.max_streams = options.max_streams;
+  limits.retention.events_secs = options.retention_events_secs;
+  limits.retention.events_max = options.retention_events_max;
+  limits.retention.audit_secs = options.retention_audit_secs;
+  limits.retention.ledger_secs = options.retention_ledger_secs;
+  limits.retention.interval_secs = options.retention_interval_secs;
   return limits;
 }
 

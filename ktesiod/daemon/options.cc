@@ -1,5 +1,7 @@
 #include "daemon/options.h"
 
+#include <map>
+
 #define TOML_EXCEPTIONS 0
 #include <toml++/toml.h>
 
@@ -258,6 +260,30 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
       } else {
         options.metering_header_timeout_secs = v;
       }
+    } else if (name.starts_with("retention_")) {
+      static const std::map<std::string_view, std::pair<int64_t DaemonOptions::*, int64_t>> kKeys =
+          {
+              {"retention_events_secs", {&DaemonOptions::retention_events_secs, 0}},
+              {"retention_events_max", {&DaemonOptions::retention_events_max, 0}},
+              {"retention_audit_secs", {&DaemonOptions::retention_audit_secs, 0}},
+              {"retention_ledger_secs", {&DaemonOptions::retention_ledger_secs, 0}},
+              {"retention_interval_secs", {&DaemonOptions::retention_interval_secs, 1}},
+          };
+      const auto spec = kKeys.find(std::string_view(name.data(), name.size()));
+      if (spec == kKeys.end()) {
+        return Bad(absl::StrCat(where(), ": unknown key '", std::string(name),
+                                "' (retention keys: retention_events_secs, retention_events_max, "
+                                "retention_audit_secs, retention_ledger_secs, "
+                                "retention_interval_secs)"));
+      }
+      constexpr int64_t kMax = int64_t{1} << 40;
+      std::optional<int64_t> value = node.value_exact<int64_t>();
+      if (!value || *value < spec->second.second || *value > kMax) {
+        return Bad(absl::StrCat(where(), ": '", std::string(name), "' must be an integer from ",
+                                spec->second.second, " to ", kMax,
+                                spec->second.second == 0 ? " (0 = no limit)" : ""));
+      }
+      options.*(spec->second.first) = *value;
     } else if (name == "stop_timeout_secs" || name == "max_instances" || name == "max_streams") {
       struct Range {
         int64_t min;
@@ -284,7 +310,7 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
                        "' (known: version, log_level, socket, socket_group, metering_ca_file, "
                        "metering_max_request_bytes, metering_max_connections, "
                        "metering_max_connections_per_agent, metering_header_timeout_secs, "
-                       "stop_timeout_secs, max_instances, "
+                       "stop_timeout_secs, max_instances, retention_*, "
                        "max_streams, metrics_listen, otlp_*)"));
     }
   }

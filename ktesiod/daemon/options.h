@@ -24,9 +24,15 @@ struct DaemonOptions {
   uint32_t metering_max_connections = 4096;           // over every listener
   uint32_t metering_max_connections_per_agent = 256;  // per instance's listener
   uint32_t metering_header_timeout_secs = 30;         // a request head must arrive within
-  uint32_t stop_timeout_secs = 30;   // graceful stop window when a command names none
-  uint64_t max_instances = 10000;    // registrations beyond this are refused
-  uint32_t max_streams = 1024;       // concurrent event subscriptions + log follows
+  uint32_t stop_timeout_secs = 30;  // graceful stop window when a command names none
+  uint64_t max_instances = 10000;   // registrations beyond this are refused
+  uint32_t max_streams = 1024;      // concurrent event subscriptions + log follows
+  // Retention (docs/operations.md "Retention"); 0 = keep forever / no count limit.
+  int64_t retention_events_secs = 90 * 86400;
+  int64_t retention_events_max = 1'000'000;
+  int64_t retention_audit_secs = 365 * 86400;
+  int64_t retention_ledger_secs = 90 * 86400;
+  int64_t retention_interval_secs = 600;
   std::string metrics_listen;        // the metrics endpoint's address; "" = off (docs/fleet.md)
   telemetry::OtlpFileSettings otlp;  // the otlp_* keys (the OTEL_* environment wins)
   bool check = false;                // --check: inspect the store and state dir, then exit

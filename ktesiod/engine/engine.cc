@@ -91,6 +91,8 @@ void Engine::Start() {
     ReopenProxies();
     StartUsageAfterReconcile();
     ResumePendingBudgetActions();
+    ScheduleRetention(std::chrono::seconds(
+        std::clamp<int64_t>(limits_.retention.interval_secs, 1, 60)));  // soon after start
   });
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "kt-engine");
@@ -156,7 +158,11 @@ void Engine::SyncProxyHealth() {
 }
 
 void Engine::SetLimits(const EngineLimits& limits) {
+  const bool new_retention = !(limits.retention == limits_.retention);
   limits_ = limits;
+  if (new_retention && thread_.joinable()) {
+    ScheduleRetention(std::chrono::seconds(1));  // a new policy applies within a second
+  }
   supervisor_.set_default_stop_seconds(limits.stop_timeout_seconds);
 }
 

@@ -38,10 +38,21 @@
 namespace ktesio::daemon::engine {
 
 // Operator limits from ktesiod.toml; SIGHUP applies new values at once (Engine::SetLimits).
+// How long history is kept (docs/operations.md "Retention"); 0 = keep forever / no limit.
+struct RetentionPolicy {
+  int64_t events_secs = 90 * 86400;  // lifecycle/usage/breach events older than this go
+  int64_t events_max = 1'000'000;    // and beyond this many
+  int64_t audit_secs = 365 * 86400;  // audit records
+  int64_t ledger_secs = 90 * 86400;  // per-call ledger detail of runs that ended this long ago
+  int64_t interval_secs = 600;       // how often the pruner looks
+  bool operator==(const RetentionPolicy&) const = default;
+};
+
 struct EngineLimits {
   uint32_t stop_timeout_seconds = 30;  // graceful stop window when a command names none
   uint64_t max_instances = 10000;      // registrations beyond this are refused
   uint32_t max_streams = 1024;         // concurrent event subscriptions + log follows
+  RetentionPolicy retention;
 };
 
 struct EngineOptions {
@@ -237,6 +248,15 @@ class Engine {
   // At start, after reconciliation and before any RPC: takes the pause/stop of every breach
   // committed before the daemon died (pending in the store), or clears it when the run is over.
   void ResumePendingBudgetActions();
+  // Retention (engine_retention.cc): one bounded batch per log and the ledger, then again at
+  // once while there is more, else after the policy's interval.
+  void ScheduleRetention(std::chrono::seconds delay);
+  void PruneOnce();
+  // Frees the disk blocks of a run's usage copy below its durable ingestion cursor.
+  void ReleaseIngestedUsage(const store::InstanceRow& row, int64_t run, const std::string& path);
+  // The notice for a replay from `since` when older events were pruned ("" when none were).
+  absl::StatusOr<std::string> PrunedNotice(store::EventLog log, int64_t since,
+                                           int64_t* first_available);
   // Test-only crash points (KTESIO_TEST_CRASH_POINT=<point>): _exit(99) there.
   void CrashPointForTests(std::string_view point) const;
   // Usage (and, when `budget` is given, the budget view; `has_budget` says whether any limit
@@ -286,6 +306,8 @@ class Engine {
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   boost::asio::steady_timer calls_retry_timer_{io_};  // after io_: constructed from it
+  boost::asio::steady_timer retention_timer_{io_};
+  bool usage_punch_unsupported_ = false;  // logged once
   process::ShimBackend backend_;
   supervisor::Supervisor supervisor_;
   std::thread thread_;

@@ -30,14 +30,29 @@ absl::StatusOr<uint64_t> Engine::Subscribe(const v1::SubscribeEventsRequest& req
   Subscription subscription;
   subscription.instance = request.instance();
   subscription.log = request.audit() ? store::EventLog::kAudit : store::EventLog::kEvents;
+  v1::SubscribeEventsResponse pruned;  // the notice of a gap, sent before anything else
   if (request.has_since_cursor()) {
     subscription.cursor = static_cast<int64_t>(request.since_cursor());
+    int64_t first = 0;
+    absl::StatusOr<std::string> notice =
+        PrunedNotice(subscription.log, subscription.cursor, &first);
+    if (!notice.ok()) {
+      return notice.status();
+    }
+    if (!notice->empty()) {
+      pruned.set_notice(*notice);
+      pruned.set_first_available_cursor(static_cast<uint64_t>(first));
+    }
   } else {
     absl::StatusOr<int64_t> last = store_->LastCursor(subscription.log);
     if (!last.ok()) {
       return last.status();
     }
     subscription.cursor = *last;
+  }
+  if (!pruned.notice().empty() && !emit(std::move(pruned))) {
+    return contract::MakeError(absl::StatusCode::kInternal, contract::reason::kInternal,
+                               "the subscriber could not take the first response");
   }
   subscription.emit = std::move(emit);
   subscription.end = std::move(end);

@@ -93,6 +93,7 @@ void Engine::IngestUsage(const std::string& name, int64_t run) {
   }
   if (result->accepted > 0) {
     PublishEvents();
+    ReleaseIngestedUsage(**row, run, path);
   }
   ActOnBreaches(**row, run, result->breaches, limits);
 }

@@ -292,6 +292,8 @@ absl::Status Database::Exec(std::string_view sql) {
   return absl::OkStatus();
 }
 
+int64_t Database::Changes() const { return sqlite3_changes64(db_); }
+
 int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
 
 absl::StatusOr<Transaction> Transaction::Begin(Database& db) {

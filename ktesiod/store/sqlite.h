@@ -103,6 +103,8 @@ class Database {
   absl::StatusOr<Statement> Prepare(std::string_view sql);
   absl::Status Exec(std::string_view sql);
   int64_t LastInsertRowId() const;
+  // Rows changed by the last INSERT, UPDATE or DELETE.
+  int64_t Changes() const;
   sqlite3* raw() const { return db_; }
 
  private:

@@ -114,6 +114,17 @@ class Store {
   // Every instance's labels, by instance id (instances without labels are absent).
   absl::StatusOr<std::map<int64_t, Labels>> AllLabels();
 
+  // Retention (store_retention.cc), each a bounded batch so pruning never holds the writer
+  // long. Events of `log` with at_ms < before_ms or more than keep_max behind the newest
+  // (keep_max <= 0: no count limit), never the newest; at most `limit`; returns how many.
+  absl::StatusOr<int64_t> PruneEvents(EventLog log, int64_t before_ms, int64_t keep_max,
+                                      int64_t limit);
+  // Per-call ledger rows (usage_events, unknown_usage) of runs that ended before
+  // ended_before_ms; totals stay in usage_totals. At most `limit`; returns how many.
+  absl::StatusOr<int64_t> PruneLedger(int64_t ended_before_ms, int64_t limit);
+  // The oldest retained cursor of `log` (0 when it is empty).
+  absl::StatusOr<int64_t> FirstCursor(EventLog log);
+
   // How many instances are registered.
   absl::StatusOr<int64_t> CountInstances();
   // The newest cursor (0 when the log is empty).

@@ -1,0 +1,65 @@
+// Retention: pruning old events, audit records and per-call ledger detail in small batches.
+// Per-run totals (usage_totals), runs, breaches and instances are never pruned, so usage
+// views, budgets and dollars do not change when detail goes (docs/operations.md "Retention").
+
+#include <limits>
+
+#include "store/store.h"
+
+namespace ktesio::daemon::store {
+
+absl::StatusOr<int64_t> Store::PruneEvents(EventLog log, int64_t before_ms, int64_t keep_max,
+                                           int64_t limit) {
+  if (keep_max <= 0) {
+    keep_max = std::numeric_limits<int64_t>::max() / 2;
+  }
+  // Never the newest row: its cursor is what a resuming subscriber compares with.
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      log == EventLog::kEvents
+          ? "DELETE FROM events WHERE cursor IN (SELECT cursor FROM events WHERE cursor < "
+            "(SELECT MAX(cursor) FROM events) AND (at_ms < ?1 OR cursor <= (SELECT MAX(cursor) "
+            "FROM events) - ?2) ORDER BY cursor LIMIT ?3)"
+          : "DELETE FROM audit_log WHERE cursor IN (SELECT cursor FROM audit_log WHERE cursor < "
+            "(SELECT MAX(cursor) FROM audit_log) AND (at_ms < ?1 OR cursor <= (SELECT "
+            "MAX(cursor) FROM audit_log) - ?2) ORDER BY cursor LIMIT ?3)");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, before_ms).Bind(2, keep_max).Bind(3, limit);
+  if (absl::Status status = stmt->Run(); !status.ok()) {
+    return status;
+  }
+  return db_.Changes();
+}
+
+absl::StatusOr<int64_t> Store::PruneLedger(int64_t ended_before_ms, int64_t limit) {
+  int64_t deleted = 0;
+  for (const char* sql :
+       {"DELETE FROM usage_events WHERE rowid IN (SELECT u.rowid FROM usage_events u JOIN runs r "
+        "ON r.instance_id = u.instance_id AND r.run = u.run WHERE r.ended_at_ms IS NOT NULL AND "
+        "r.ended_at_ms < ?1 LIMIT ?2)",
+        "DELETE FROM unknown_usage WHERE rowid IN (SELECT u.rowid FROM unknown_usage u JOIN runs "
+        "r ON r.instance_id = u.instance_id AND r.run = u.run WHERE r.ended_at_ms IS NOT NULL "
+        "AND r.ended_at_ms < ?1 LIMIT ?2)"}) {
+    absl::StatusOr<Statement> stmt = db_.Prepare(sql);
+    if (!stmt.ok()) {
+      return stmt.status();
+    }
+    stmt->Bind(1, ended_before_ms).Bind(2, limit - deleted);
+    if (absl::Status status = stmt->Run(); !status.ok()) {
+      return status;
+    }
+    deleted += db_.Changes();
+    if (deleted >= limit) {
+      break;
+    }
+  }
+  return deleted;
+}
+
+absl::StatusOr<int64_t> Store::FirstCursor(EventLog log) {
+  return QueryInt(log == EventLog::kEvents ? "SELECT COALESCE(MIN(cursor), 0) FROM events"
+                                           : "SELECT COALESCE(MIN(cursor), 0) FROM audit_log");
+}
+
+}  // namespace ktesio::daemon::store
