@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A fuzz campaign: builds the libFuzzer targets (the clang `fuzz` preset, ASan) and runs every
+# one of them in turn for SECONDS (default 300) over a scratch copy of its checked-in corpus,
+# then prints per target the executions, the new corpus entries and the crashes. A crash leaves
+# its input in build/fuzz/findings/<target>/ and fails the script: add the input to
+# tests/fuzz/corpus/<target>/ (the corpora are replayed by every build's test suite) with the fix.
+#
+#   scripts/fuzz.sh [SECONDS]          FUZZ_JOBS=2 scripts/fuzz.sh 600
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-300}
+jobs=${FUZZ_JOBS:-1}
+
+KTESIO_INSTALL_FUZZ=1 scripts/install-deps.sh >/dev/null
+cmake --preset fuzz >/dev/null
+targets=(manifest usage_line toml_document fleet_file usage_extract)
+cmake --build --preset fuzz --target "${targets[@]/#/fuzz_}" >/dev/null
+
+failed=0
+for target in "${targets[@]}"; do
+  bin=build/fuzz/tests/fuzz/fuzz_$target
+  work=$(mktemp -d /tmp/kt-fuzz-XXXXXX)
+  findings=build/fuzz/findings/$target
+  mkdir -p "$findings"
+  cp -r "tests/fuzz/corpus/$target/." "$work/"
+  seeds=$(find "$work" -type f | wc -l)
+  log=build/fuzz/findings/$target.log
+  set +e
+  "$bin" "$work" -max_total_time="$seconds" -jobs="$jobs" -workers="$jobs" \
+    -artifact_prefix="$findings/" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+    >"$log" 2>&1
+  rc=$?
+  set -e
+  runs=$(grep -h 'stat::number_of_executed_units' "$log" fuzz-*.log 2>/dev/null |
+    awk '{s += $2} END {print s + 0}')
+  crashes=$(find "$findings" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' \
+    -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
+  entries=$(find "$work" -type f | wc -l)
+  echo "fuzz_$target: ${runs} executions in ${seconds} s, corpus ${seeds} -> ${entries}," \
+    "${crashes} crashes (exit ${rc})"
+  rm -f fuzz-*.log
+  rm -rf "$work"
+  if ((crashes > 0 || rc != 0)); then
+    failed=1
+    echo "  findings in $findings/, log in $log" >&2
+  fi
+done
+exit "$failed"
