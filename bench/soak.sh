@@ -33,7 +33,8 @@ cleanup() {
   [[ -n "${daemon:-}" ]] && { "$KTCTL" --socket "$sock" agent stop --all --timeout 2 \
     >/dev/null 2>&1 || true; kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; } || true
   pkill -f "ktesio-shim --run-dir $work" 2>/dev/null || true
-  echo "soak: work dir kept at $work (remove it when done)" >&2
+  cp "$work/samples.txt" /tmp/kt-soak-samples.txt 2>/dev/null || true
+  rm -rf "$work"
 }
 trap cleanup EXIT
 ctl() { "$KTCTL" --socket "$sock" "$@"; }
@@ -153,12 +154,12 @@ sleep 5
 ctl agent stop --selector role=busy --timeout 5 >/dev/null
 lost=0
 expected=$((lines * 10))
-short=$(ctl agent usage --selector role=busy --json | python3 -c '
+wrong=$(ctl agent usage --selector role=busy --json | python3 -c '
 import json, sys
 docs = json.load(sys.stdin)
-print(sum(1 for d in docs if d["usage"]["cumulative_input_tokens"] > '"$expected"'))')
-echo "usage_agents_overcounted $short"
-((short == 0)) || lost=1
+print(sum(1 for d in docs if d["usage"]["cumulative_input_tokens"] != '"$expected"'))')
+echo "usage_agents_not_exactly_counted $wrong"
+((wrong == 0)) || lost=1
 gaps=$(python3 - "$work/events.ndjson" <<'PY'
 import json, sys
 cursors = [json.loads(l)["cursor"] for l in open(sys.argv[1]) if l.strip()]

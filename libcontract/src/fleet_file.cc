@@ -143,7 +143,8 @@ void ParseAgent(Problems& problems, std::string_view name, const toml::node& nod
     return;
   }
   static const std::vector<std::string> kKeys = {"manifest", "kind", "state", "labels", "config"};
-  for (const auto& [raw_key, value] : *table) {
+  for (const auto& [raw_key, node_value] : *table) {
+    const toml::node& value = node_value;  // a lambda cannot capture a structured binding (C++20)
     const std::string key = ToStd(raw_key.str());
     const auto string_value = [&](std::string* out) {
       if (const auto* s = value.as_string()) {
