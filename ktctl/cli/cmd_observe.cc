@@ -436,6 +436,11 @@ void AddObserveCommands(std::vector<Command>& commands) {
                       "retained output; -f follows live output until the agent leaves running "
                       "(several instances: interleaved, each line prefixed with its name)",
                       Logs});
+  commands.push_back({{"logs"},
+                      "(NAME... | --selector SEL | --all) [-f] [--tail N] [--since T] "
+                      "[--stream out|err|engine]",
+                      "the same as `agent logs` (as in `docker compose logs`)",
+                      Logs});
   commands.push_back({{"agent", "usage"},
                       "[NAME... | --selector SEL | --all]",
                       "token usage of one instance, of several (one line each), or the Fleet",
