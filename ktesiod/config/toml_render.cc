@@ -6,61 +6,14 @@
 
 #include "config/text.h"
 #include "config/toml_io.h"
+#include "ktesio/contract/toml_text.h"
 
 namespace ktesio::daemon::config::internal {
 namespace {
 
-bool IsBareSegment(std::string_view segment) {
-  return !segment.empty() && std::all_of(segment.begin(), segment.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '-';
-  });
-}
+std::string QuoteBasic(std::string_view value) { return contract::QuoteTomlString(value); }
 
-std::string QuoteBasic(std::string_view value) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out = "\"";
-  for (char ch : value) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 0xf];
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
-std::string Segment(std::string_view segment) {
-  return IsBareSegment(segment) ? std::string(segment) : QuoteBasic(segment);
-}
+std::string Segment(std::string_view segment) { return contract::TomlKeySegment(segment); }
 
 std::string DottedSegments(const std::vector<std::string>& path, size_t count) {
   std::string out;

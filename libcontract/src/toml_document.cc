@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "ktesio/contract/config_mapping.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/toml_text.h"
 #include "ktesio/contract/utf8.h"
 #include "ktesio/contract/validation.h"
 #include "text.h"
@@ -26,42 +27,7 @@ absl::Status Invalid(std::string_view message) {
   return MakeError(absl::StatusCode::kInvalidArgument, reason::kConfigInvalid, message);
 }
 
-std::string QuoteBasic(std::string_view value) {
-  std::string out = "\"";
-  for (char ch : value) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          absl::StrAppendFormat(&out, "\\u%04X", c);
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
+std::string QuoteBasic(std::string_view value) { return QuoteTomlString(value); }
 
 // The keys as a tree; building it is where conflicts are found.
 struct KeyTree {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "kit_internal.h"
+#include "ktesio/contract/toml_text.h"
 #include "ktesio/v1/common.pb.h"
 
 namespace ktesio::tck::internal {
@@ -123,28 +124,7 @@ bool ProcessGone(long long pid) {
   return state == 0 || state == 'Z' || state == 'X';
 }
 
-std::string TomlString(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        out += ch;
-    }
-  }
-  return out + "\"";
-}
+std::string TomlString(const std::string& s) { return ::ktesio::contract::QuoteTomlString(s); }
 
 std::string Join(const std::vector<std::string>& parts) {
   std::string out;
