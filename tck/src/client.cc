@@ -6,6 +6,8 @@
 #include <atomic>
 #include <sstream>
 
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "kit_internal.h"
 
 namespace ktesio::tck::internal {
@@ -322,13 +324,18 @@ bool Kit::WatchEvents(const std::string& name, milliseconds cap,
   return done;
 }
 
+// A top-level string field of an event payload, read with protobuf's JSON parser (the payload
+// is a JSON object): "" when the payload is not an object or the field is absent or not a string.
 std::string Kit::JsonField(const std::string& json, const std::string& key) {
-  const std::string needle = "\"" + key + "\":\"";
-  size_t at = json.find(needle);
-  if (at == std::string::npos) return "";
-  at += needle.size();
-  size_t end = json.find('"', at);
-  return end == std::string::npos ? "" : json.substr(at, end - at);
+  google::protobuf::Struct payload;
+  if (!google::protobuf::util::JsonStringToMessage(json, &payload).ok()) {
+    return "";
+  }
+  const auto field = payload.fields().find(key);
+  if (field == payload.fields().end() || !field->second.has_string_value()) {
+    return "";
+  }
+  return field->second.string_value();
 }
 
 }  // namespace ktesio::tck::internal
