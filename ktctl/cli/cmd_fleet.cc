@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -17,23 +18,10 @@
 namespace ktesio::cli {
 namespace {
 
+// "create", "update", ...: the enum's own name without its prefix, lower-cased.
 std::string ActionName(int action) {
-  switch (action) {
-    case v1::PLAN_ACTION_CREATE:
-      return "create";
-    case v1::PLAN_ACTION_UPDATE:
-      return "update";
-    case v1::PLAN_ACTION_START:
-      return "start";
-    case v1::PLAN_ACTION_STOP:
-      return "stop";
-    case v1::PLAN_ACTION_RECREATE:
-      return "recreate";
-    case v1::PLAN_ACTION_PRUNE:
-      return "prune";
-    default:
-      return "unknown";
-  }
+  const std::string& name = v1::PlanAction_Name(static_cast<v1::PlanAction>(action));
+  return absl::AsciiStrToLower(name.substr(std::string_view("PLAN_ACTION_").size()));
 }
 
 // Pulls every `-f PATH` / `--filename PATH` / `-f=PATH` out of `args` (ParseLocal keeps one

@@ -169,23 +169,4 @@ std::string DisplayValue(const std::string& key, const std::string& value) {
   return "****";
 }
 
-std::string_view ActionName(v1::PlanAction action) {
-  switch (action) {
-    case v1::PLAN_ACTION_CREATE:
-      return "create";
-    case v1::PLAN_ACTION_UPDATE:
-      return "update";
-    case v1::PLAN_ACTION_START:
-      return "start";
-    case v1::PLAN_ACTION_STOP:
-      return "stop";
-    case v1::PLAN_ACTION_RECREATE:
-      return "recreate";
-    case v1::PLAN_ACTION_PRUNE:
-      return "prune";
-    default:
-      return "unchanged";
-  }
-}
-
 }  // namespace ktesio::daemon::fleet

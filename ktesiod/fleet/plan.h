@@ -67,7 +67,4 @@ std::vector<Step> ComputePlan(const std::vector<Desired>& desired,
 // keys (which may be credentials) masked.
 std::string DisplayValue(const std::string& key, const std::string& value);
 
-// "create", "update", ... for text and JSON.
-std::string_view ActionName(v1::PlanAction action);
-
 }  // namespace ktesio::daemon::fleet
