@@ -22,23 +22,28 @@ for target in "${targets[@]}"; do
   work=$(mktemp -d /tmp/kt-fuzz-XXXXXX)
   findings=build/fuzz/findings/$target
   mkdir -p "$findings"
-  cp -r "tests/fuzz/corpus/$target/." "$work/"
-  seeds=$(find "$work" -type f | wc -l)
+  mkdir -p "$work/corpus"
+  cp -r "tests/fuzz/corpus/$target/." "$work/corpus/"
+  seeds=$(find "$work/corpus" -type f | wc -l)
   log=build/fuzz/findings/$target.log
+  parallel=()
+  if ((jobs > 1)); then
+    parallel=(-jobs="$jobs" -workers="$jobs")  # each worker logs to fuzz-N.log in $work/logs
+  fi
+  mkdir -p "$work/logs"
   set +e
-  "$bin" "$work" -max_total_time="$seconds" -jobs="$jobs" -workers="$jobs" \
-    -artifact_prefix="$findings/" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+  (cd "$work/logs" && "$OLDPWD/$bin" "$work/corpus" -max_total_time="$seconds" "${parallel[@]}" \
+    -artifact_prefix="$OLDPWD/$findings/" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048) \
     >"$log" 2>&1
   rc=$?
   set -e
-  runs=$(grep -h 'stat::number_of_executed_units' "$log" fuzz-*.log 2>/dev/null |
+  runs=$(cat "$log" "$work"/logs/fuzz-*.log 2>/dev/null | grep 'stat::number_of_executed_units' |
     awk '{s += $2} END {print s + 0}')
   crashes=$(find "$findings" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' \
     -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
-  entries=$(find "$work" -type f | wc -l)
+  entries=$(find "$work/corpus" -type f | wc -l)
   echo "fuzz_$target: ${runs} executions in ${seconds} s, corpus ${seeds} -> ${entries}," \
     "${crashes} crashes (exit ${rc})"
-  rm -f fuzz-*.log
   rm -rf "$work"
   if ((crashes > 0 || rc != 0)); then
     failed=1
