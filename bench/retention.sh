@@ -7,7 +7,7 @@
 # directories (usage copies, logs) take; then the bytes per usage line before pruning starts
 # and the steady-state sizes. Never run by ctest.
 #
-#   bench/retention.sh            AGENTS=20 INTERVAL_MS=20 MINUTES=4 EVENTS_MAX=20000 bench/retention.sh
+#   bench/retention.sh            AGENTS=20 INTERVAL_MS=20 MINUTES=4 EVENTS_MAX=20000 PRESET=release bench/retention.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AGENTS=${AGENTS:-20}
@@ -17,9 +17,10 @@ EVENTS_MAX=${EVENTS_MAX:-20000}
 RUN_SECONDS=${RUN_SECONDS:-30}
 
 scripts/install-deps.sh >/dev/null
-cmake --preset release >/dev/null
-cmake --build --preset release --target ktesio-runtime >/dev/null
-B=$PWD/build/release
+PRESET=${PRESET:-release}
+cmake --preset "$PRESET" >/dev/null
+cmake --build --preset "$PRESET" --target ktesio-runtime >/dev/null
+B=$PWD/build/$PRESET
 KTESIOD=$B/ktesiod/ktesiod
 KTCTL=$B/ktctl/ktctl
 PROBE=$B/tests/fixtures/probe/ktesio-probe

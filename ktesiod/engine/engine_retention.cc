@@ -89,7 +89,11 @@ absl::StatusOr<std::string> Engine::PrunedNotice(store::EventLog log, int64_t si
 void Engine::ReleaseIngestedUsage(const store::InstanceRow& row, int64_t run,
                                   const std::string& path) {
   absl::StatusOr<int64_t> offset = store_->UsageOffset(row.id, run);
-  if (!offset.ok() || *offset < kPunchGranule) {
+  // A live run's copy is released in whole granules (the shim still appends); an ended run's
+  // up to its last ingested byte, so a finished copy keeps no disk blocks at all.
+  const bool ended = run != row.current_run || (row.state != "starting" && row.state != "running" &&
+                                                row.state != "paused" && row.state != "stopping");
+  if (!offset.ok() || *offset == 0 || (!ended && *offset < kPunchGranule)) {
     return;
   }
   // The bytes below the durable cursor are in the store; their blocks go back to the
@@ -99,7 +103,8 @@ void Engine::ReleaseIngestedUsage(const store::InstanceRow& row, int64_t run,
   if (fd < 0) {
     return;
   }
-  const off_t length = static_cast<off_t>(*offset / kPunchGranule * kPunchGranule);
+  const off_t length =
+      static_cast<off_t>(ended ? *offset : *offset / kPunchGranule * kPunchGranule);
   if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, length) != 0 &&
       !usage_punch_unsupported_) {
     usage_punch_unsupported_ = true;
