@@ -7,6 +7,7 @@
 #
 #   scripts/fuzz.sh [SECONDS]          FUZZ_JOBS=2 scripts/fuzz.sh 600
 set -euo pipefail
+shopt -s nullglob
 cd "$(dirname "$0")/.."
 seconds=${1:-300}
 jobs=${FUZZ_JOBS:-1}
@@ -37,8 +38,8 @@ for target in "${targets[@]}"; do
     >"$log" 2>&1
   rc=$?
   set -e
-  runs=$(cat "$log" "$work"/logs/fuzz-*.log 2>/dev/null | grep 'stat::number_of_executed_units' |
-    awk '{s += $2} END {print s + 0}')
+  logs=("$log" "$work"/logs/fuzz-*.log)  # nullglob: the worker logs when there are some
+  runs=$(awk '/stat::number_of_executed_units/ {s += $2} END {print s + 0}' "${logs[@]}")
   crashes=$(find "$findings" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' \
     -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
   entries=$(find "$work/corpus" -type f | wc -l)

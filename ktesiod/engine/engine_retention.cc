@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -103,8 +104,13 @@ void Engine::ReleaseIngestedUsage(const store::InstanceRow& row, int64_t run,
   if (fd < 0) {
     return;
   }
-  const off_t length =
-      static_cast<off_t>(ended ? *offset : *offset / kPunchGranule * kPunchGranule);
+  off_t length = static_cast<off_t>(ended ? *offset : *offset / kPunchGranule * kPunchGranule);
+  struct stat st {};
+  if (ended && ::fstat(fd, &st) == 0 && *offset >= st.st_size) {
+    // Everything is ingested: the last, partial block goes too (the punch may pass the end of a
+    // file whose size it keeps).
+    length = (st.st_size + 4095) / 4096 * 4096;
+  }
   if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, length) != 0 &&
       !usage_punch_unsupported_) {
     usage_punch_unsupported_ = true;
