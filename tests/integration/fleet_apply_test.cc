@@ -94,7 +94,8 @@ TEST_F(FleetApplyTest, ApplyCreatesStartsAndASecondApplyChangesNothing) {
   EXPECT_NE(again.out.find("applied: 4 unchanged"), std::string::npos) << again.out;
   EXPECT_EQ(Events().size(), events_before) << "a no-op apply emitted events";
   EXPECT_EQ(daemon_.Ctl({"diff", "-f", daemon_.dir()}).exit_code, 0) << "a directory of files";
-  for (const Json& instance : List()["instances"].array) {
+  const Json after = List();  // a range-for over a temporary's member would dangle
+  for (const Json& instance : after["instances"].array) {
     EXPECT_EQ(instance["restart_count"].Int(), 0) << "a no-op apply restarted something";
   }
 }

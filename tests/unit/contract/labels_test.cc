@@ -18,8 +18,10 @@ TEST(LabelKey, AcceptsNamesAndPrefixedNames) {
 }
 
 TEST(LabelKey, RefusesWhatKubernetesRefuses) {
-  for (const char* key : {"", "-team", "team-", "Bad Key", "a/", "/a", "UPPER.com/x", "a..b/x", "é",
-                          std::string(64, 'a').c_str()}) {
+  const std::vector<std::string> keys = {
+      "",   "-team",       "team-",  "Bad Key", "a/",
+      "/a", "UPPER.com/x", "a..b/x", "é",       std::string(64, 'a')};
+  for (const std::string& key : keys) {
     EXPECT_TRUE(StatusIs(ValidateLabelKey(key), absl::StatusCode::kInvalidArgument,
                          reason::kInvalidLabel, "invalid label key"))
         << key;
