@@ -252,8 +252,13 @@ class Engine {
   // once while there is more, else after the policy's interval.
   void ScheduleRetention(std::chrono::seconds delay);
   void PruneOnce();
-  // Frees the disk blocks of a run's usage copy below its durable ingestion cursor.
+  // Frees the disk blocks of a live run's usage copy below its durable ingestion cursor, less
+  // the last 16 MiB (kept so a restored backup can re-ingest from its older cursor).
   void ReleaseIngestedUsage(const store::InstanceRow& row, int64_t run, const std::string& path);
+  // Frees the usage copies of runs that ended in [usage_released_through_ms_, ended_before_ms):
+  // their per-call ledger detail goes at the same age.
+  void ReleaseEndedRunCopies(int64_t ended_before_ms);
+  int64_t usage_released_through_ms_ = 0;
   // The notice for a replay from `since` when older events were pruned ("" when none were).
   absl::StatusOr<std::string> PrunedNotice(store::EventLog log, int64_t since,
                                            int64_t* first_available);

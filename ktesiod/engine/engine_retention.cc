@@ -10,12 +10,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
+#include "metering/ingest.h"
+#include "supervisor/supervisor.h"
 
 namespace ktesio::daemon::engine {
 namespace {
 
 constexpr int64_t kBatch = 2000;              // rows per transaction
 constexpr int64_t kPunchGranule = 64 * 1024;  // release usage copies in 64 KiB steps
+constexpr int64_t kKeepIngested = 16 << 20;   // of a live run's copy, kept for restores
 
 }  // namespace
 
@@ -56,6 +59,9 @@ void Engine::PruneOnce() {
     }
     return absl::OkStatus();
   });
+  if (status.ok() && policy.ledger_secs > 0) {
+    ReleaseEndedRunCopies(before(policy.ledger_secs));
+  }
   if (!status.ok()) {
     log_->warn("retention: pruning failed (retried at the next interval): {}",
                std::string(status.message()));
@@ -87,39 +93,62 @@ absl::StatusOr<std::string> Engine::PrunedNotice(store::EventLog log, int64_t si
                       " were pruned by the retention policy; the replay starts at cursor ", *first);
 }
 
-void Engine::ReleaseIngestedUsage(const store::InstanceRow& row, int64_t run,
-                                  const std::string& path) {
-  absl::StatusOr<int64_t> offset = store_->UsageOffset(row.id, run);
-  // A live run's copy is released in whole granules (the shim still appends); an ended run's
-  // up to its last ingested byte, so a finished copy keeps no disk blocks at all.
-  const bool ended = run != row.current_run || (row.state != "starting" && row.state != "running" &&
-                                                row.state != "paused" && row.state != "stopping");
-  if (!offset.ok() || *offset == 0 || (!ended && *offset < kPunchGranule)) {
-    return;
-  }
-  // The bytes below the durable cursor are in the store; their blocks go back to the
-  // filesystem. Offsets stay valid (the file keeps its size; the range reads as zeros), so the
-  // shim keeps appending and a crash at any point loses nothing.
+namespace {
+
+// Gives back the disk blocks of [0, length) of `path`, keeping its size (offsets stay valid and
+// a writer may keep appending). False when the filesystem cannot punch holes.
+bool PunchHole(const std::string& path, off_t length) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) {
+    return true;  // gone already: nothing to give back
+  }
+  const bool ok =
+      length <= 0 || ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, length) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+void Engine::ReleaseIngestedUsage(const store::InstanceRow& row, int64_t run,
+                                  const std::string& path) {
+  // A live run's copy keeps its last kKeepIngested bytes although they are in the store: a
+  // backup restored later re-ingests from its own, older cursors (operations.md "Backup and
+  // restore"). Ended runs give their copies back with their ledger detail (PruneOnce).
+  if (run != row.current_run) {
     return;
   }
-  off_t length = static_cast<off_t>(ended ? *offset : *offset / kPunchGranule * kPunchGranule);
-  struct stat st {};
-  if (ended && ::fstat(fd, &st) == 0 && *offset >= st.st_size) {
-    // Everything is ingested: the last, partial block goes too (the punch may pass the end of a
-    // file whose size it keeps).
-    length = (st.st_size + 4095) / 4096 * 4096;
+  absl::StatusOr<int64_t> offset = store_->UsageOffset(row.id, run);
+  if (!offset.ok() || *offset < kKeepIngested + kPunchGranule) {
+    return;
   }
-  if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, length) != 0 &&
-      !usage_punch_unsupported_) {
+  const off_t length =
+      static_cast<off_t>((*offset - kKeepIngested) / kPunchGranule * kPunchGranule);
+  if (!PunchHole(path, length) && !usage_punch_unsupported_) {
     usage_punch_unsupported_ = true;
     log_->info(
         "usage copies are not trimmed on this filesystem ({}): they keep their ingested "
         "bytes until the run directory is removed",
         std::strerror(errno));
   }
-  ::close(fd);
+}
+
+void Engine::ReleaseEndedRunCopies(int64_t ended_before_ms) {
+  absl::StatusOr<std::vector<store::Store::EndedRun>> runs =
+      store_->RunsEndedBetween(usage_released_through_ms_, ended_before_ms);
+  if (!runs.ok()) {
+    return;  // tried again at the next pass, over the same window
+  }
+  for (const store::Store::EndedRun& ended : *runs) {
+    const std::string path =
+        metering::UsageFilePath(supervisor::Supervisor::RunDir(ended.home), ended.run);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || st.st_blocks == 0) {
+      continue;
+    }
+    PunchHole(path, (st.st_size + 4095) / 4096 * 4096);  // the last partial block too
+  }
+  usage_released_through_ms_ = ended_before_ms;
 }
 
 }  // namespace ktesio::daemon::engine

@@ -94,7 +94,7 @@ void Engine::IngestUsage(const std::string& name, int64_t run) {
   if (result->accepted > 0) {
     PublishEvents();
   }
-  ReleaseIngestedUsage(**row, run, path);  // also after the last lines of an ended run
+  ReleaseIngestedUsage(**row, run, path);
   ActOnBreaches(**row, run, result->breaches, limits);
 }
 

@@ -124,6 +124,12 @@ class Store {
   absl::StatusOr<int64_t> PruneLedger(int64_t ended_before_ms, int64_t limit);
   // The oldest retained cursor of `log` (0 when it is empty).
   absl::StatusOr<int64_t> FirstCursor(EventLog log);
+  // Runs that ended in [from_ms, to_ms), with their instance's home (for their usage copies).
+  struct EndedRun {
+    std::string home;
+    int64_t run = 0;
+  };
+  absl::StatusOr<std::vector<EndedRun>> RunsEndedBetween(int64_t from_ms, int64_t to_ms);
 
   // How many instances are registered.
   absl::StatusOr<int64_t> CountInstances();

@@ -62,4 +62,23 @@ absl::StatusOr<int64_t> Store::FirstCursor(EventLog log) {
                                            : "SELECT COALESCE(MIN(cursor), 0) FROM audit_log");
 }
 
+absl::StatusOr<std::vector<Store::EndedRun>> Store::RunsEndedBetween(int64_t from_ms,
+                                                                     int64_t to_ms) {
+  absl::StatusOr<Statement> stmt = db_.Prepare(
+      "SELECT i.home, r.run FROM runs r JOIN instances i ON i.id = r.instance_id WHERE "
+      "r.ended_at_ms IS NOT NULL AND r.ended_at_ms >= ?1 AND r.ended_at_ms < ?2");
+  if (!stmt.ok()) {
+    return stmt.status();
+  }
+  stmt->Bind(1, from_ms).Bind(2, to_ms);
+  std::vector<EndedRun> runs;
+  absl::Status status = stmt->ForEach([&](const Statement& row) {
+    runs.push_back({row.ColumnText(0), row.ColumnInt(1)});
+  });
+  if (!status.ok()) {
+    return status;
+  }
+  return runs;
+}
+
 }  // namespace ktesio::daemon::store
