@@ -149,6 +149,15 @@ absl::StatusOr<std::string> MergeIntoTomlDocument(
   if (!text.empty() && text.back() != '\n') {
     text += '\n';
   }
+  // toml++'s formatter writes some keys bare that are not bare keys (a quoted key holding a tab
+  // comes back as `r<TAB> = ...`, which reads as key "r"; found by fuzz_toml_document). Whatever
+  // is written must read back as exactly what was meant, or the merge is refused.
+  toml::parse_result reread = toml::parse(text);
+  if (!reread || !(reread.table() == root)) {
+    return Invalid(
+        "the existing document cannot be rewritten faithfully (a key holding whitespace or "
+        "control characters?): leave it to the agent, or fix the key");
+  }
   return text;
 }
 

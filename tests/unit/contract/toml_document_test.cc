@@ -130,5 +130,13 @@ TEST(MergeIntoTomlDocumentTest, InvalidExistingDocument) {
                             "existing document is not valid TOML: 1:"));
 }
 
+// Found by fuzz_toml_document: toml++ writes the quoted key 'r<TAB>' back bare, which then reads
+// as key "r". A document that cannot be rewritten faithfully is refused, not silently changed.
+TEST(MergeIntoTomlDocumentTest, KeysTheWriterCannotKeepAreRefused) {
+  EXPECT_TRUE(ConfigInvalid(MergeIntoTomlDocument("'r\t\t' = 'v'\n", {{"k", "v"}}),
+                            "cannot be rewritten faithfully"));
+  EXPECT_TRUE(MergeIntoTomlDocument("'a b' = 'v'\n", {{"k", "v"}}).ok()) << "quoted is kept";
+}
+
 }  // namespace
 }  // namespace ktesio::contract
