@@ -20,6 +20,9 @@ class FleetApplyTest : public ::testing::Test {
     manifest_ = WriteProbeManifest(daemon_.dir() + "/probe", "probe", "--heartbeat-ms 60000");
   }
 
+  // Agents outlive their daemon by design: stop them so a test leaves no processes behind.
+  void TearDown() override { daemon_.Ctl({"agent", "stop", "--all", "--timeout", "0"}); }
+
   std::string WriteFleet(const std::string& name, const std::string& text) {
     const std::string path = daemon_.dir() + "/" + name;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
