@@ -5,12 +5,20 @@
 # its input in build/fuzz/findings/<target>/ and fails the script: add the input to
 # tests/fuzz/corpus/<target>/ (the corpora are replayed by every build's test suite) with the fix.
 #
+# FUZZ_RUNS=N stops each target after N executions (SECONDS stays the upper bound), so one
+# campaign can prove a per-target execution count:
+#
 #   scripts/fuzz.sh [SECONDS]          FUZZ_JOBS=2 scripts/fuzz.sh 600
+#   FUZZ_RUNS=10000000 scripts/fuzz.sh 3600
 set -euo pipefail
 shopt -s nullglob
 cd "$(dirname "$0")/.."
 seconds=${1:-300}
 jobs=${FUZZ_JOBS:-1}
+runs_cap=()
+if [[ -n ${FUZZ_RUNS:-} ]]; then
+  runs_cap=(-runs="$FUZZ_RUNS")
+fi
 
 KTESIO_INSTALL_FUZZ=1 scripts/install-deps.sh >/dev/null
 cmake --preset fuzz >/dev/null
@@ -32,8 +40,10 @@ for target in "${targets[@]}"; do
     parallel=(-jobs="$jobs" -workers="$jobs")  # each worker logs to fuzz-N.log in $work/logs
   fi
   mkdir -p "$work/logs"
+  started=$(date +%s)
   set +e
-  (cd "$work/logs" && "$OLDPWD/$bin" "$work/corpus" -max_total_time="$seconds" "${parallel[@]}" \
+  (cd "$work/logs" && "$OLDPWD/$bin" "$work/corpus" -max_total_time="$seconds" "${runs_cap[@]}" \
+    "${parallel[@]}" \
     -artifact_prefix="$OLDPWD/$findings/" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048) \
     >"$log" 2>&1
   rc=$?
@@ -43,7 +53,8 @@ for target in "${targets[@]}"; do
   crashes=$(find "$findings" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' \
     -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
   entries=$(find "$work/corpus" -type f | wc -l)
-  echo "fuzz_$target: ${runs} executions in ${seconds} s, corpus ${seeds} -> ${entries}," \
+  took=$(( $(date +%s) - started ))
+  echo "fuzz_$target: ${runs} executions in ${took} s, corpus ${seeds} -> ${entries}," \
     "${crashes} crashes (exit ${rc})"
   rm -rf "$work"
   if ((crashes > 0 || rc != 0)); then

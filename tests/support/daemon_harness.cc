@@ -57,7 +57,10 @@ namespace {
 // Agents outlive the daemon by design; a test must not leave them behind. Kills every agent
 // group and shim whose files live under `state_dir` (checked through /proc, so a reused pid is
 // never hit).
-void KillLeftoverAgents(const std::string& state_dir) {
+// Kills the agents and shims a test left running: those whose pid files are in `state_dir` and
+// whose working directory or command line lies under `root` (the test's whole temp dir: an
+// agent may run in its manifest's directory beside the state dir).
+void KillLeftoverAgents(const std::string& state_dir, const std::string& root) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(state_dir + "/agents", ec)) {
     const std::string run = entry.path().string() + "/run";
@@ -68,7 +71,7 @@ void KillLeftoverAgents(const std::string& state_dir) {
       }
       std::string cwd = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/cwd", ec);
       std::string cmdline = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/cmdline");
-      if (cwd.rfind(state_dir, 0) == 0 || cmdline.find(state_dir) != std::string::npos) {
+      if (cwd.rfind(root, 0) == 0 || cmdline.find(root) != std::string::npos) {
         kill(std::string(file) == "/agent.pid" ? -pid : pid, SIGKILL);
       }
     }
@@ -81,7 +84,7 @@ DaemonHarness::~DaemonHarness() {
   if (pid_ > 0) {
     Stop();
   }
-  KillLeftoverAgents(state_dir_);
+  KillLeftoverAgents(state_dir_, dir_.path());
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
   if (info != nullptr && info->result() != nullptr && info->result()->Failed()) {
     std::fprintf(stderr, "---- ktesiod stderr (%s) ----\n%s---- end ----\n", log_path_.c_str(),
