@@ -12,16 +12,11 @@
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/v1/version.h"
+#include "process/shim_backend.h"
 
 namespace ktesio::daemon::engine {
 
 namespace reason = contract::reason;
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const DaemonPaths& paths,
                                                        std::shared_ptr<spdlog::logger> logger,
@@ -35,7 +30,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const DaemonPaths& paths,
   if (!key.ok()) {
     return key.status();
   }
-  std::unique_ptr<Engine> engine(new Engine(paths, std::move(*store), logger));
+  std::unique_ptr<Engine> engine(
+      new Engine(paths, std::move(*store), logger, std::move(options.seams)));
   engine->proxy_key_ = std::move(*key);
   Engine* raw = engine.get();
   absl::StatusOr<std::unique_ptr<metering::MeteringProxy>> proxy = metering::MeteringProxy::Create(
@@ -50,16 +46,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const DaemonPaths& paths,
 }
 
 Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
-               std::shared_ptr<spdlog::logger> logger)
+               std::shared_ptr<spdlog::logger> logger, EngineSeams seams)
     : paths_(std::move(paths)),
-      started_at_ms_(NowUnixMs()),
       log_(std::move(logger)),
       store_(std::move(store)),
-      registry_(*store_, paths_.state_dir, NowUnixMs),
+      registry_(*store_, paths_.state_dir, [this] { return clock_->NowUnixMs(); }),
       config_(paths_.state_dir),
       work_(boost::asio::make_work_guard(io_)),
-      backend_(io_),
-      supervisor_(io_, *store_, backend_, NowUnixMs, log_,
+      clock_(seams.clock ? seams.clock(io_) : std::make_unique<time::SystemClock>(io_)),
+      backend_(seams.backend ? seams.backend(io_) : std::make_unique<process::ShimBackend>(io_)),
+      supervisor_(io_, *store_, *backend_, *clock_, log_,
                   supervisor::Hooks{
                       [this](const store::InstanceRow& row) { return config_.Settings(row); },
                       [this](const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot) {
@@ -70,9 +66,10 @@ Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
                       [this](const std::string& instance, const std::string& problem) {
                         health_.Set("store:" + instance, problem);
                       }}) {
+  started_at_ms_ = clock_->NowUnixMs();
   SyncLaunchHealth();
   if (health_.degraded()) {
-    log_->error("degraded: {}; agents cannot start", backend_.Problem());
+    log_->error("degraded: {}; agents cannot start", backend_->Problem());
   }
 }
 
@@ -116,7 +113,7 @@ absl::Status Engine::GetStatus(v1::GetStatusResponse* response) {
   version->set_api_version(std::string(v1::kApiVersion));
   version->set_api_major(v1::kApiMajor);
   version->set_contract_version(std::string(contract::kContractVersion));
-  const int64_t now = NowUnixMs();
+  const int64_t now = clock_->NowUnixMs();
   response->set_started_at_unix_ms(started_at_ms_);
   response->set_uptime_ms(now - started_at_ms_);
   response->set_state_dir(paths_.state_dir);
@@ -141,7 +138,7 @@ absl::Status Engine::GetStatus(v1::GetStatusResponse* response) {
   return absl::OkStatus();
 }
 
-void Engine::SyncLaunchHealth() { health_.Set("launch", backend_.Problem()); }
+void Engine::SyncLaunchHealth() { health_.Set("launch", backend_->Problem()); }
 
 void Engine::SyncProxyHealth() {
   const metering::Admission::Pressure pressure = proxy_->Pressure();

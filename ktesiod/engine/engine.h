@@ -1,10 +1,11 @@
 #pragma once
 
-// The engine: the single owner of all mutable daemon state (store, registry, and later the
-// supervisor). It runs an Asio event loop on one thread; API handlers post work to it and
-// complete their RPC from the posted function, so no handler ever blocks on the engine.
+// The engine: the single owner of all mutable daemon state (store, registry, supervisor,
+// metering proxy, streams). It runs an Asio event loop on one thread; API handlers post work to it
+// and complete their RPC from the posted function, so no handler ever blocks on the engine.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,12 +29,13 @@
 #include "logs/reader.h"
 #include "metering/proxy/proxy.h"
 #include "paths/paths.h"
-#include "process/shim_backend.h"
+#include "process/backend.h"
 #include "registry/registry.h"
 #include "spdlog/logger.h"
 #include "store/store.h"
 #include "supervisor/supervisor.h"
 #include "telemetry/metrics.h"
+#include "time/clock.h"
 
 namespace ktesio::daemon::engine {
 
@@ -55,9 +57,17 @@ struct EngineLimits {
   RetentionPolicy retention;
 };
 
+// What the engine runs agents and reads time through. Unset = the real ones (process::ShimBackend,
+// time::SystemClock); tests inject fakes. Each is built on the engine's io_context.
+struct EngineSeams {
+  std::function<std::unique_ptr<process::ProcessBackend>(boost::asio::io_context&)> backend;
+  std::function<std::unique_ptr<time::Clock>(boost::asio::io_context&)> clock;
+};
+
 struct EngineOptions {
   metering::ProxyOptions proxy;  // the engine-observed metering proxy (CA file, body cap)
   EngineLimits limits;
+  EngineSeams seams;
 };
 
 class Engine {
@@ -174,7 +184,7 @@ class Engine {
 
  private:
   Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
-         std::shared_ptr<spdlog::logger> logger);
+         std::shared_ptr<spdlog::logger> logger, EngineSeams seams);
   // Fills `instance` from the store after a command; errors only when the row is unreadable.
   absl::Status Reload(const std::string& name, v1::AgentInstance* instance);
   // The completion of a lifecycle command: copies notices and the fresh instance view.
@@ -312,8 +322,9 @@ class Engine {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   boost::asio::steady_timer calls_retry_timer_{io_};  // after io_: constructed from it
   boost::asio::steady_timer retention_timer_{io_};
-  bool usage_punch_unsupported_ = false;  // logged once
-  process::ShimBackend backend_;
+  bool usage_punch_unsupported_ = false;              // logged once
+  std::unique_ptr<time::Clock> clock_;                // after io_: built on it
+  std::unique_ptr<process::ProcessBackend> backend_;  // likewise
   supervisor::Supervisor supervisor_;
   std::thread thread_;
   // Declared last: destroyed first, so no proxy callback outlives what it posts to.
@@ -322,8 +333,5 @@ class Engine {
 
 // INVALID_LABEL unless `key` is a valid label key an operator may set (not ktesio.io/...).
 absl::Status CheckOperatorLabel(std::string_view key);
-
-// Milliseconds since the Unix epoch.
-int64_t NowUnixMs();
 
 }  // namespace ktesio::daemon::engine

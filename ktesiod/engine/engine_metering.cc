@@ -155,7 +155,7 @@ void Engine::ReopenProxies() {
     if (!status.ok()) {
       log_->error("metering proxy not re-opened for re-adopted agent instance={} error={}",
                   row.name, std::string(status.message()));
-      logs::AppendEngineLine(row.home + "/logs", NowUnixMs(),
+      logs::AppendEngineLine(row.home + "/logs", clock_->NowUnixMs(),
                              absl::StrCat("metering proxy could not be re-opened after the daemon "
                                           "restarted (model calls will fail until the agent is "
                                           "restarted): ",
@@ -263,8 +263,8 @@ absl::Status Engine::RecordObservedCalls(const std::string& name,
     if (!next.ok()) {
       return next.status();
     }
-    absl::StatusOr<metering::LedgerWriter> ledger =
-        metering::LedgerWriter::Begin(*store_, row, run, "engine-observed", limits, NowUnixMs());
+    absl::StatusOr<metering::LedgerWriter> ledger = metering::LedgerWriter::Begin(
+        *store_, row, run, "engine-observed", limits, clock_->NowUnixMs());
     if (!ledger.ok()) {
       return ledger.status();
     }
@@ -297,7 +297,7 @@ absl::Status Engine::RecordObservedCalls(const std::string& name,
     }
     const std::string api(metering::ApiShapeName(record.shape));
     log_->info("model call without usage instance={} run={} api={}", row.name, run, api);
-    logs::AppendEngineLine(row.home + "/logs", NowUnixMs(),
+    logs::AppendEngineLine(row.home + "/logs", clock_->NowUnixMs(),
                            absl::StrCat("model call (", api,
                                         ") without usage from the provider: counted as "
                                         "unknown, not as zero tokens"))

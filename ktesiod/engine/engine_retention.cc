@@ -33,7 +33,7 @@ void Engine::ScheduleRetention(std::chrono::seconds delay) {
 
 void Engine::PruneOnce() {
   const RetentionPolicy& policy = limits_.retention;
-  const int64_t now = NowUnixMs();
+  const int64_t now = clock_->NowUnixMs();
   auto before = [now](int64_t secs) { return secs > 0 ? now - secs * 1000 : 0; };
   int64_t events = 0;
   int64_t audit = 0;

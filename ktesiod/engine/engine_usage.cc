@@ -67,8 +67,8 @@ void Engine::IngestUsage(const std::string& name, int64_t run) {
   const std::string path =
       metering::UsageFilePath(supervisor::Supervisor::RunDir((*row)->home), run);
   const budget::Limits limits = config_.Limits(**row);
-  absl::StatusOr<metering::IngestResult> result =
-      metering::IngestUsageFile(*store_, **row, run, path, "self-reported", limits, NowUnixMs());
+  absl::StatusOr<metering::IngestResult> result = metering::IngestUsageFile(
+      *store_, **row, run, path, "self-reported", limits, clock_->NowUnixMs());
   if (!result.ok()) {
     log_->error("usage ingestion failed instance={} run={} error={}", name, run,
                 std::string(result.status().message()));
@@ -83,7 +83,7 @@ void Engine::IngestUsage(const std::string& name, int64_t run) {
   }
   for (const std::string& problem : result->malformed) {
     log_->warn("malformed usage line instance={} run={} error=\"{}\"", name, run, problem);
-    logs::AppendEngineLine((*row)->home + "/logs", NowUnixMs(),
+    logs::AppendEngineLine((*row)->home + "/logs", clock_->NowUnixMs(),
                            absl::StrCat("malformed KTESIO_USAGE line ignored: ", problem))
         .IgnoreError();  // informational: the line is reported in the daemon log above
   }
@@ -111,7 +111,7 @@ void Engine::ActOnBreaches(const store::InstanceRow& row, int64_t run,
                                          ",limit=", first.limit, ",observed=", first.observed,
                                          ",action=", budget::ActionName(limits.action), "}");
   log_->warn("budget breach instance={} {}", row.name, cause);
-  logs::AppendEngineLine(row.home + "/logs", NowUnixMs(), cause)
+  logs::AppendEngineLine(row.home + "/logs", clock_->NowUnixMs(), cause)
       .IgnoreError();  // informational: the breach row and event are the record
   if (limits.action != budget::Action::kWarn) {
     // The breach (pending) is committed; the action is not taken yet. A test makes the daemon
@@ -175,7 +175,7 @@ void Engine::ResumePendingBudgetActions() {
         ",limit=", breach.limit, ",observed=", breach.observed, ",action=", breach.action, "}");
     log_->warn("budget breach committed before a daemon restart is acted on now instance={} {}",
                row->name, cause);
-    logs::AppendEngineLine(row->home + "/logs", NowUnixMs(),
+    logs::AppendEngineLine(row->home + "/logs", clock_->NowUnixMs(),
                            cause + " (acted on after a daemon restart)")
         .IgnoreError();  // the engine line is informational; the transition records the action
     proxy_->Block(row->name);

@@ -51,6 +51,9 @@ class ProcessBackend {
  public:
   virtual ~ProcessBackend() = default;
 
+  // "" when agents can be launched, else why not (the daemon reports it as degraded).
+  virtual std::string Problem() const { return ""; }
+
   // Launches the shim, which launches the agent. Calls `done` on the engine thread with the
   // identities once the shim confirms the exec, or with an error: NOT_FOUND/LAUNCH_FAILED when
   // the executable cannot be executed (errno named), INTERNAL/LAUNCH_FAILED otherwise.

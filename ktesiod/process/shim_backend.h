@@ -37,8 +37,7 @@ class ShimBackend final : public ProcessBackend {
   ShimBackend(boost::asio::io_context& io, std::function<ShimSearch()> locate = LocateShim);
   ~ShimBackend() override;
 
-  // "" when agents can be launched, else why not (the daemon reports it as degraded).
-  std::string Problem() const { return search_.Problem(); }
+  std::string Problem() const override { return search_.Problem(); }
 
   void Launch(const LaunchSpec& spec, std::function<void(absl::StatusOr<Launched>)> done) override;
   bool WatchExit(const ProcessIdentity& shim, std::function<void()> on_exit) override;

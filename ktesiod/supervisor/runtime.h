@@ -4,19 +4,23 @@
 // supervisor.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "boost/asio/io_context.hpp"
-#include "boost/asio/steady_timer.hpp"
 #include "supervisor/supervisor.h"
+#include "time/clock.h"
 
 namespace ktesio::daemon::supervisor {
 
 struct Supervisor::Runtime {
-  explicit Runtime(boost::asio::io_context& io)
-      : ready_timer(io), stop_timer(io), confirm_timer(io), restart_timer(io), record_timer(io) {}
+  explicit Runtime(time::Clock& clock)
+      : ready_timer(clock.NewTimer()),
+        stop_timer(clock.NewTimer()),
+        confirm_timer(clock.NewTimer()),
+        restart_timer(clock.NewTimer()),
+        record_timer(clock.NewTimer()) {}
 
   // Bumped at every launch; callbacks carrying an older generation are stale and ignored.
   uint64_t generation = 0;
@@ -24,17 +28,17 @@ struct Supervisor::Runtime {
   std::vector<Done> stop_waiters;
   std::vector<std::string> start_notices;
   std::vector<std::string> stop_notices;
-  boost::asio::steady_timer ready_timer;
-  boost::asio::steady_timer stop_timer;
-  boost::asio::steady_timer confirm_timer;
-  boost::asio::steady_timer restart_timer;
+  std::unique_ptr<time::Timer> ready_timer;
+  std::unique_ptr<time::Timer> stop_timer;
+  std::unique_ptr<time::Timer> confirm_timer;
+  std::unique_ptr<time::Timer> restart_timer;
   bool kill_sent = false;
   uint32_t stop_window_s = 0;
   bool restart_pending = false;
   int64_t restart_delay_ms = 0;
   bool automatic_start = false;  // the current launch came from the restart policy
   // An end of run whose commit failed and is being retried (RecordEnd): commands are refused.
-  boost::asio::steady_timer record_timer;
+  std::unique_ptr<time::Timer> record_timer;
   bool end_unrecorded = false;
   int record_attempts = 0;
   // A budget breach seen while still starting: acted on as soon as the instance is running.

@@ -53,11 +53,11 @@ std::string CurrentBootId() {
 }
 
 Supervisor::Supervisor(asio::io_context& io, store::Store& store, process::ProcessBackend& backend,
-                       Clock clock, std::shared_ptr<spdlog::logger> logger, Hooks hooks)
+                       time::Clock& clock, std::shared_ptr<spdlog::logger> logger, Hooks hooks)
     : io_(io),
       store_(store),
       backend_(backend),
-      clock_(std::move(clock)),
+      clock_(clock),
       log_(std::move(logger)),
       hooks_(std::move(hooks)) {}
 
@@ -66,7 +66,7 @@ Supervisor::~Supervisor() = default;
 Supervisor::Runtime& Supervisor::RuntimeFor(const store::InstanceRow& row) {
   std::unique_ptr<Runtime>& runtime = runtimes_[row.name];
   if (runtime == nullptr) {
-    runtime = std::make_unique<Runtime>(io_);
+    runtime = std::make_unique<Runtime>(clock_);
   }
   return *runtime;
 }
@@ -100,7 +100,7 @@ absl::StatusOr<v1::AdapterSnapshot> SnapshotOf(const store::InstanceRow& row) {
 absl::Status Supervisor::Commit(store::InstanceRow& row, State to, const std::string& cause,
                                 RunChange run) {
   const State from = ParseState(row.state).value_or(State::kRegistered);
-  const int64_t now = clock_();
+  const int64_t now = clock_.NowUnixMs();
   row.state = std::string(StateName(to));
   row.cause = cause;
   row.state_since_ms = now;
@@ -172,14 +172,12 @@ void Supervisor::RecordEnd(store::InstanceRow row, State to, std::string cause, 
                                           "' (", StateName(to), ": ", cause, ") is not recorded: ",
                                           status.message(), "; retrying every ", delay_ms, " ms"));
   }
-  rt.record_timer.expires_after(std::chrono::milliseconds(delay_ms));
-  rt.record_timer.async_wait(
-      [this, row = std::move(row), to, cause = std::move(cause), ended_at,
-       recorded = std::move(recorded)](const boost::system::error_code& ec) mutable {
-        if (!ec) {
-          RecordEnd(std::move(row), to, std::move(cause), ended_at, nullptr, std::move(recorded));
-        }
-      });
+  rt.record_timer->Arm(std::chrono::milliseconds(delay_ms),
+                       [this, row = std::move(row), to, cause = std::move(cause), ended_at,
+                        recorded = std::move(recorded)]() mutable {
+                         RecordEnd(std::move(row), to, std::move(cause), ended_at, nullptr,
+                                   std::move(recorded));
+                       });
 }
 
 absl::Status Supervisor::RefuseWhileUnrecorded(const store::InstanceRow& row) {
@@ -194,7 +192,7 @@ absl::Status Supervisor::RefuseWhileUnrecorded(const store::InstanceRow& row) {
 }
 
 void Supervisor::EngineLine(const store::InstanceRow& row, const std::string& text) {
-  absl::Status status = logs::AppendEngineLine(row.home + "/logs", clock_(), text);
+  absl::Status status = logs::AppendEngineLine(row.home + "/logs", clock_.NowUnixMs(), text);
   if (!status.ok()) {
     log_->warn("engine log line lost instance={} error={}", row.name,
                std::string(status.message()));
@@ -254,7 +252,7 @@ void Supervisor::Start(const std::string& name, Done done) {
   }
   // An operator start supersedes a pending automatic restart and resets the crash counters.
   rt.restart_pending = false;
-  rt.restart_timer.cancel();
+  rt.restart_timer->Cancel();
   row->crash_streak = 0;
   row->restart_count = 0;
   rt.automatic_start = false;
@@ -297,7 +295,7 @@ void Supervisor::Launch(store::InstanceRow row, bool automatic) {
                                                      ",waited_ms=", rt.restart_delay_ms, "}")
                                       : "start-requested";
   if (absl::Status status =
-          Commit(row, State::kStarting, cause, {RunChange::Kind::kBegin, clock_()});
+          Commit(row, State::kStarting, cause, {RunChange::Kind::kBegin, clock_.NowUnixMs()});
       !status.ok()) {
     Finish(rt.start_waiters, status);
     return;
@@ -358,7 +356,7 @@ void Supervisor::OnLaunched(const std::string& name, uint64_t generation,
     }
     RecordEnd(
         std::move(*row), State::kFailed,
-        absl::StrCat("launch-error{", launched.status().message(), "}"), clock_(),
+        absl::StrCat("launch-error{", launched.status().message(), "}"), clock_.NowUnixMs(),
         [&](const absl::Status& status) { Finish(rt.start_waiters, status, rt.start_notices); },
         [this, decision](store::InstanceRow& committed) {
           if (decision.has_value()) {
@@ -373,18 +371,13 @@ void Supervisor::OnLaunched(const std::string& name, uint64_t generation,
   row->shim_pid = launched->shim.pid;
   row->shim_start_time = launched->shim.start_time;
   row->boot_id = CurrentBootId();
-  row->started_at_ms = clock_();
+  row->started_at_ms = clock_.NowUnixMs();
   if (absl::Status status = store_.UpdateInstance(*row); !status.ok()) {
     log_->error("spawn record not committed instance={} error={}", name,
                 std::string(status.message()));
   }
   backend_.WatchExit(launched->shim, [this, name, generation] { OnExit(name, generation); });
-  rt.ready_timer.expires_after(kReadinessWindow);
-  rt.ready_timer.async_wait([this, name, generation](const boost::system::error_code& ec) {
-    if (!ec) {
-      OnReady(name, generation);
-    }
-  });
+  rt.ready_timer->Arm(kReadinessWindow, [this, name, generation] { OnReady(name, generation); });
 }
 
 void Supervisor::OnReady(const std::string& name, uint64_t generation) {
@@ -415,7 +408,7 @@ void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_s
   const State state = ParseState(row->state).value_or(State::kRegistered);
   if (rt.restart_pending && (state == State::kFailed || state == State::kStopped)) {
     rt.restart_pending = false;
-    rt.restart_timer.cancel();
+    rt.restart_timer->Cancel();
     EngineLine(*row, "pending restart cancelled by an operator stop");
     done(absl::OkStatus(), {"the pending automatic restart was cancelled"});
     return;
@@ -479,12 +472,8 @@ void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
     backend_.SignalGroup(leader, SIGTERM)
         .IgnoreError();  // a gone group: its exit arrives via the shim
   }
-  rt.stop_timer.expires_after(std::chrono::seconds(window_seconds));
-  rt.stop_timer.async_wait([this, name, generation](const boost::system::error_code& ec) {
-    if (!ec) {
-      Escalate(name, generation);
-    }
-  });
+  rt.stop_timer->Arm(std::chrono::seconds(window_seconds),
+                     [this, name, generation] { Escalate(name, generation); });
 }
 
 void Supervisor::Escalate(const std::string& name, uint64_t generation) {
@@ -500,12 +489,8 @@ void Supervisor::Escalate(const std::string& name, uint64_t generation) {
   backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGKILL)
       .IgnoreError();  // a gone group: its exit arrives via the shim
   EngineLine(*row, "stop escalated: SIGKILL to the whole process group");
-  rt.confirm_timer.expires_after(std::chrono::seconds(5));
-  rt.confirm_timer.async_wait([this, name, generation](const boost::system::error_code& ec) {
-    if (!ec) {
-      ConfirmTimeout(name, generation);
-    }
-  });
+  rt.confirm_timer->Arm(std::chrono::seconds(5),
+                        [this, name, generation] { ConfirmTimeout(name, generation); });
 }
 
 void Supervisor::ConfirmTimeout(const std::string& name, uint64_t generation) {

@@ -19,13 +19,13 @@
 
 #include "absl/status/statusor.h"
 #include "boost/asio/io_context.hpp"
-#include "boost/asio/steady_timer.hpp"
 #include "ktesio/v1/common.pb.h"
 #include "process/backend.h"
 #include "spdlog/logger.h"
 #include "store/store.h"
 #include "supervisor/lifecycle.h"
 #include "supervisor/restart_policy.h"
+#include "time/clock.h"
 
 namespace ktesio::daemon::supervisor {
 
@@ -74,10 +74,9 @@ struct RunChange {
 
 class Supervisor {
  public:
-  using Clock = std::function<int64_t()>;  // unix ms
-
+  // `io` runs the stdin writes; every timestamp and timer comes from `clock`.
   Supervisor(boost::asio::io_context& io, store::Store& store, process::ProcessBackend& backend,
-             Clock clock, std::shared_ptr<spdlog::logger> logger, Hooks hooks);
+             time::Clock& clock, std::shared_ptr<spdlog::logger> logger, Hooks hooks);
   ~Supervisor();
 
   // Commands. Errors (via done): NOT_FOUND, INVALID_TRANSITION, CAPABILITY_UNSUPPORTED,
@@ -151,7 +150,7 @@ class Supervisor {
   boost::asio::io_context& io_;
   store::Store& store_;
   process::ProcessBackend& backend_;
-  Clock clock_;
+  time::Clock& clock_;
   std::shared_ptr<spdlog::logger> log_;
   Hooks hooks_;
   std::map<std::string, std::unique_ptr<Runtime>> runtimes_;

@@ -54,12 +54,12 @@ void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process:
   const State state = ParseState(row.state).value_or(State::kRegistered);
   const std::string description = exit.has_value() ? process::DescribeExit(*exit) : lost_detail;
   const pid_t leader = static_cast<pid_t>(row.pid.value_or(0));
-  const int64_t now = clock_();
+  const int64_t now = clock_.NowUnixMs();
   const int64_t run_ms = row.started_at_ms.has_value() ? now - *row.started_at_ms : 0;
   rt.generation += 1;  // invalidates the readiness, stop and confirm timers of this run
-  rt.ready_timer.cancel();
-  rt.stop_timer.cancel();
-  rt.confirm_timer.cancel();
+  rt.ready_timer->Cancel();
+  rt.stop_timer->Cancel();
+  rt.confirm_timer->Cancel();
   row.last_exit = description;
   row.pid.reset();
   row.pid_start_time.reset();
@@ -144,12 +144,8 @@ void Supervisor::ScheduleRestart(store::InstanceRow& row, const RestartDecision&
   if (delay > 0) {
     EngineLine(row, absl::StrCat("restart scheduled in ", delay, " ms"));
   }
-  rt.restart_timer.expires_after(std::chrono::milliseconds(delay));
-  rt.restart_timer.async_wait([this, name, generation, delay](const boost::system::error_code& ec) {
-    if (!ec) {
-      FireRestart(name, generation, delay);
-    }
-  });
+  rt.restart_timer->Arm(std::chrono::milliseconds(delay),
+                        [this, name, generation, delay] { FireRestart(name, generation, delay); });
 }
 
 void Supervisor::FireRestart(const std::string& name, uint64_t generation, int64_t delay_ms) {
@@ -282,20 +278,20 @@ void Supervisor::SendInput(const std::string& name, const std::string& text,
     return;
   }
   struct Write {
-    Write(asio::io_context& io, int fd, std::string bytes)
-        : pipe(io, fd), timer(io), data(std::move(bytes)) {}
+    Write(asio::io_context& io, time::Clock& clock, int fd, std::string bytes)
+        : pipe(io, fd), timer(clock.NewTimer()), data(std::move(bytes)) {}
     asio::posix::stream_descriptor pipe;
-    asio::steady_timer timer;
+    std::unique_ptr<time::Timer> timer;
     std::string data;
     bool finished = false;
   };
-  auto write = std::make_shared<Write>(io_, fd, text + "\n");
+  auto write = std::make_shared<Write>(io_, clock_, fd, text + "\n");
   auto finish = [write, done, name](absl::StatusOr<uint64_t> result) {
     if (write->finished) {
       return;
     }
     write->finished = true;
-    write->timer.cancel();
+    write->timer->Cancel();
     boost::system::error_code ignored;
     write->pipe.close(ignored);
     done(std::move(result));
@@ -315,12 +311,9 @@ void Supervisor::SendInput(const std::string& name, const std::string& text,
         }
         finish(static_cast<uint64_t>(n));
       });
-  write->timer.expires_after(std::chrono::seconds(5));
-  write->timer.async_wait([write](const boost::system::error_code& ec) {
-    if (!ec) {
-      boost::system::error_code ignored;
-      write->pipe.cancel(ignored);
-    }
+  write->timer->Arm(std::chrono::seconds(5), [write] {
+    boost::system::error_code ignored;
+    write->pipe.cancel(ignored);
   });
 }
 

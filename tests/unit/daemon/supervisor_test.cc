@@ -1,0 +1,451 @@
+// The supervisor against a fake process backend and a fake clock (tests/support/fakes): restart
+// backoff timing, the crash-loop bound, stop escalation, budget actions and reconciliation,
+// with a real store and no process or sleep. The same behaviour runs for real in the
+// integration suite (lifecycle_test.cc).
+
+#include "supervisor/supervisor.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "boost/asio/io_context.hpp"
+#include "fakes/fake_clock.h"
+#include "fakes/fake_process_backend.h"
+#include "gtest/gtest.h"
+#include "ktesio/contract/error.h"
+#include "spdlog/sinks/null_sink.h"
+#include "spdlog/spdlog.h"
+#include "status_matchers.h"
+
+namespace ktesio::daemon::supervisor {
+namespace {
+
+using ::ktesio::testing::FakeClock;
+using ::ktesio::testing::FakeProcessBackend;
+using std::chrono::milliseconds;
+using ExitRecord = process::ExitRecord;
+
+constexpr milliseconds kReadiness(300);  // the supervisor's readiness window
+
+// What a command reported.
+struct Outcome {
+  bool called = false;
+  absl::Status status;
+  std::vector<std::string> notices;
+};
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char templ[] = "/tmp/kt-supervisor-XXXXXX";
+    dir_ = mkdtemp(templ);
+    store_ = std::move(store::Store::Open(dir_ + "/state.db")).value();
+    settings_.restart.policy = RestartPolicyKind::kOnFailure;
+    settings_.restart.backoff_initial_ms = 1000;
+    settings_.restart.backoff_max_ms = 8000;
+    settings_.restart.max_consecutive = 4;
+    settings_.restart.reset_after_ms = 60000;
+    MakeSupervisor();
+  }
+  void TearDown() override {
+    supervisor_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void MakeSupervisor() {
+    supervisor_.reset();
+    Hooks hooks;
+    hooks.settings = [this](const store::InstanceRow&) { return settings_; };
+    hooks.on_transition = [this](const store::InstanceRow& row, State, State to) {
+      transitions_.push_back(row.name + ":" + StateName(to));
+    };
+    supervisor_ = std::make_unique<Supervisor>(
+        io_, *store_, backend_, clock_,
+        std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>()),
+        hooks);
+  }
+
+  // Registers `name`; `pause` is its declared pause level on linux.
+  void Register(const std::string& name, v1::SupportLevel pause = v1::SUPPORT_LEVEL_GUARANTEED) {
+    v1::AdapterSnapshot snapshot;
+    snapshot.set_kind("fake");
+    snapshot.mutable_start()->set_exec("/usr/bin/agent");
+    snapshot.mutable_capabilities()->mutable_pause()->set_on_linux(pause);
+    store::InstanceRow row;
+    row.name = name;
+    row.kind = "fake";
+    row.snapshot = snapshot.SerializeAsString();
+    row.state = "registered";
+    row.state_since_ms = clock_.NowUnixMs();
+    row.registered_at_ms = clock_.NowUnixMs();
+    row.home = dir_ + "/agents/" + name;
+    std::filesystem::create_directories(row.home + "/logs");
+    KT_ASSERT_OK(store_->InsertInstance(row));
+  }
+
+  store::InstanceRow Row(const std::string& name) {
+    return std::move(store_->FindInstance(name)).value().value();
+  }
+  std::string StateOf(const std::string& name) { return Row(name).state; }
+  std::string CauseOf(const std::string& name) { return Row(name).cause; }
+
+  // Lets posted completions (launches, exits) land.
+  void Settle() {
+    io_.restart();
+    io_.poll();
+  }
+  void Advance(milliseconds by) {
+    Settle();
+    clock_.Advance(by);
+    Settle();
+  }
+
+  Done Record(Outcome& outcome) {
+    return [&outcome](absl::Status status, std::vector<std::string> notices) {
+      outcome.called = true;
+      outcome.status = std::move(status);
+      outcome.notices = std::move(notices);
+    };
+  }
+
+  // Starts `name` and lets it become running.
+  void StartRunning(const std::string& name) {
+    Outcome started;
+    supervisor_->Start(name, Record(started));
+    Advance(kReadiness);
+    ASSERT_TRUE(started.called);
+    KT_ASSERT_OK(started.status);
+    ASSERT_EQ(StateOf(name), "running");
+  }
+
+  std::string dir_;
+  boost::asio::io_context io_;
+  FakeClock clock_;
+  FakeProcessBackend backend_{io_};
+  std::unique_ptr<store::Store> store_;
+  InstanceSettings settings_;
+  std::unique_ptr<Supervisor> supervisor_;
+  std::vector<std::string> transitions_;
+};
+
+TEST_F(SupervisorTest, StartIsRunningOnlyAfterTheReadinessWindow) {
+  Register("a");
+  Outcome started;
+  supervisor_->Start("a", Record(started));
+  Settle();
+  EXPECT_EQ(StateOf("a"), "starting");
+  EXPECT_EQ(Row("a").pid, backend_.last_agent());  // the spawn record is written ahead
+  Advance(kReadiness - milliseconds(1));
+  EXPECT_EQ(StateOf("a"), "starting");
+  EXPECT_FALSE(started.called);
+  Advance(milliseconds(1));
+  EXPECT_EQ(StateOf("a"), "running");
+  EXPECT_EQ(CauseOf("a"), "adapter-ready");
+  ASSERT_TRUE(started.called);
+  KT_EXPECT_OK(started.status);
+  ASSERT_EQ(backend_.launches().size(), 1u);
+  EXPECT_EQ(backend_.launches()[0].exec, "/usr/bin/agent");
+  EXPECT_EQ(backend_.launches()[0].cwd, Row("a").home);
+}
+
+TEST_F(SupervisorTest, ExitInsideTheReadinessWindowIsALaunchError) {
+  Register("a");
+  Outcome started;
+  supervisor_->Start("a", Record(started));
+  Settle();
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 2});
+  Settle();
+  EXPECT_EQ(StateOf("a"), "failed");
+  EXPECT_EQ(CauseOf("a"),
+            "launch-error{'/usr/bin/agent' exited within the readiness window: exit code 2}");
+  ASSERT_TRUE(started.called);
+  // A start whose launch failed completes OK with the instance failed (the caller reads why).
+  KT_EXPECT_OK(started.status);
+  Advance(milliseconds(60000));
+  EXPECT_EQ(backend_.launches().size(), 1u);  // an operator start is not retried
+}
+
+TEST_F(SupervisorTest, ALaunchFailureIsReportedWithTheBackendsReason) {
+  Register("a");
+  backend_.FailNextLaunch(contract::MakeError(absl::StatusCode::kNotFound,
+                                              contract::reason::kLaunchFailed,
+                                              "cannot execute '/usr/bin/agent': No such file"));
+  Outcome started;
+  supervisor_->Start("a", Record(started));
+  Settle();
+  EXPECT_EQ(StateOf("a"), "failed");
+  EXPECT_EQ(CauseOf("a"), "launch-error{cannot execute '/usr/bin/agent': No such file}");
+  ASSERT_TRUE(started.called);
+}
+
+TEST_F(SupervisorTest, CrashesRestartWithExponentialBackoff) {
+  Register("a");
+  StartRunning("a");
+  // The first crash restarts at once; then 1 s, 2 s, 4 s ... (backoff_initial 1000 ms).
+  const std::vector<int64_t> delays = {0, 1000, 2000};
+  for (size_t i = 0; i < delays.size(); ++i) {
+    const size_t launches = backend_.launches().size();
+    backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});
+    Settle();
+    EXPECT_EQ(StateOf("a"), "failed") << "crash " << i + 1;
+    EXPECT_EQ(CauseOf("a"), "crashed{exit code 3}");
+    EXPECT_TRUE(supervisor_->RestartPending("a"));
+    if (delays[i] > 0) {
+      Advance(milliseconds(delays[i] - 1));
+      EXPECT_EQ(backend_.launches().size(), launches) << "restarted early after crash " << i + 1;
+    }
+    Advance(milliseconds(delays[i] > 0 ? 1 : 0));
+    ASSERT_EQ(backend_.launches().size(), launches + 1) << "no restart after crash " << i + 1;
+    EXPECT_EQ(StateOf("a"), "starting");
+    EXPECT_EQ(CauseOf("a"), "restarted{count=" + std::to_string(i + 1) +
+                                ",waited_ms=" + std::to_string(delays[i]) + "}");
+    Advance(kReadiness);
+    EXPECT_EQ(StateOf("a"), "running");
+  }
+  EXPECT_EQ(Row("a").restart_count, 3);
+  EXPECT_EQ(Row("a").crash_streak, 3);
+}
+
+TEST_F(SupervisorTest, TheCrashLoopBoundEndsRestarts) {
+  Register("a");
+  StartRunning("a");
+  for (int crash = 1; crash < settings_.restart.max_consecutive; ++crash) {
+    backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kSignaled, SIGSEGV});
+    Settle();
+    ASSERT_TRUE(supervisor_->RestartPending("a")) << "crash " << crash;
+    Advance(milliseconds(settings_.restart.backoff_max_ms));  // restarted
+    Advance(kReadiness);                                      // and running again
+    ASSERT_EQ(StateOf("a"), "running");
+  }
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kSignaled, SIGSEGV});
+  Settle();
+  EXPECT_EQ(StateOf("a"), "failed");
+  EXPECT_EQ(CauseOf("a"), "crash-loop{4 consecutive crashes, last: signal 11 (SIGSEGV)}");
+  EXPECT_FALSE(supervisor_->RestartPending("a"));
+  EXPECT_FALSE(clock_.NextDueIn().has_value()) << "a timer is still armed";
+  const size_t launches = backend_.launches().size();
+  Advance(milliseconds(3600 * 1000));
+  EXPECT_EQ(backend_.launches().size(), launches);
+}
+
+TEST_F(SupervisorTest, AHealthyRunResetsTheCrashStreak) {
+  Register("a");
+  StartRunning("a");
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 1});
+  Advance(milliseconds(0));  // immediate restart
+  Advance(kReadiness);
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 1});
+  Settle();
+  EXPECT_EQ(Row("a").crash_streak, 2);
+  Advance(milliseconds(1000));
+  Advance(milliseconds(settings_.restart.reset_after_ms));  // up longer than reset_after
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 1});
+  Settle();
+  EXPECT_EQ(Row("a").crash_streak, 1);  // counted afresh: restarts at once again
+  const size_t launches = backend_.launches().size();
+  Advance(milliseconds(0));
+  EXPECT_EQ(backend_.launches().size(), launches + 1);
+}
+
+TEST_F(SupervisorTest, ACleanExitUnderOnFailureStaysStopped) {
+  Register("a");
+  StartRunning("a");
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 0});
+  Settle();
+  EXPECT_EQ(StateOf("a"), "stopped");
+  EXPECT_EQ(CauseOf("a"), "exited");
+  EXPECT_FALSE(supervisor_->RestartPending("a"));
+}
+
+TEST_F(SupervisorTest, AGracefulStopSendsSigtermOnly) {
+  Register("a");
+  StartRunning("a");
+  const pid_t agent = backend_.last_agent();
+  Outcome stopped;
+  supervisor_->Stop("a", std::nullopt, Record(stopped));
+  Settle();
+  ASSERT_TRUE(stopped.called);
+  KT_EXPECT_OK(stopped.status);
+  EXPECT_EQ(StateOf("a"), "stopped");
+  EXPECT_EQ(CauseOf("a"), "stop-graceful");
+  EXPECT_EQ(backend_.SignalsSent(agent, SIGTERM), 1);
+  EXPECT_FALSE(clock_.NextDueIn().has_value()) << "the stop window timer outlived the stop";
+}
+
+TEST_F(SupervisorTest, AStopEscalatesToSigkillWhenTheWindowEnds) {
+  Register("a");
+  StartRunning("a");
+  backend_.set_exits_on_sigterm(false);
+  const pid_t agent = backend_.last_agent();
+  Outcome stopped;
+  supervisor_->Stop("a", 10u, Record(stopped));
+  Settle();
+  EXPECT_EQ(StateOf("a"), "stopping");
+  EXPECT_EQ(backend_.SignalsSent(agent, SIGTERM), 1);
+  Advance(milliseconds(9999));
+  EXPECT_EQ(backend_.SignalsSent(agent, SIGKILL), 0);
+  EXPECT_FALSE(stopped.called);
+  Advance(milliseconds(1));
+  EXPECT_GE(backend_.SignalsSent(agent, SIGKILL), 1);
+  ASSERT_TRUE(stopped.called);
+  KT_EXPECT_OK(stopped.status);
+  EXPECT_EQ(StateOf("a"), "stopped");
+  EXPECT_EQ(CauseOf("a"), "stop-forced{SIGKILL after 10 s}");
+}
+
+TEST_F(SupervisorTest, AStopThatSigkillCannotEndIsReportedNotConfirmed) {
+  Register("a");
+  StartRunning("a");
+  backend_.set_exits_on_sigterm(false);
+  backend_.set_exits_on_sigkill(false);
+  Outcome stopped;
+  supervisor_->Stop("a", 2u, Record(stopped));
+  Advance(milliseconds(2000));
+  EXPECT_FALSE(stopped.called);
+  Advance(milliseconds(5000));  // the confirmation window after SIGKILL
+  ASSERT_TRUE(stopped.called);
+  EXPECT_EQ(contract::ErrorReason(stopped.status), contract::reason::kStopNotConfirmed);
+  EXPECT_EQ(StateOf("a"), "stopping");
+}
+
+TEST_F(SupervisorTest, AZeroWindowStopKillsAtOnce) {
+  Register("a");
+  StartRunning("a");
+  const pid_t agent = backend_.last_agent();
+  Outcome stopped;
+  supervisor_->Stop("a", 0u, Record(stopped));
+  Settle();
+  EXPECT_EQ(backend_.SignalsSent(agent, SIGTERM), 0);
+  EXPECT_GE(backend_.SignalsSent(agent, SIGKILL), 1);
+  EXPECT_EQ(CauseOf("a"), "stop-forced{SIGKILL after 0 s}");
+}
+
+TEST_F(SupervisorTest, AnOperatorStopCancelsAPendingRestart) {
+  Register("a");
+  StartRunning("a");
+  settings_.restart.backoff_initial_ms = 5000;
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 1});
+  Advance(milliseconds(0));
+  Advance(kReadiness);
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 1});  // waits 5 s now
+  Settle();
+  ASSERT_TRUE(supervisor_->RestartPending("a"));
+  Outcome stopped;
+  supervisor_->Stop("a", std::nullopt, Record(stopped));
+  ASSERT_TRUE(stopped.called);
+  KT_EXPECT_OK(stopped.status);
+  EXPECT_EQ(stopped.notices,
+            std::vector<std::string>{"the pending automatic restart was cancelled"});
+  const size_t launches = backend_.launches().size();
+  Advance(milliseconds(60000));
+  EXPECT_EQ(backend_.launches().size(), launches);
+  EXPECT_EQ(StateOf("a"), "failed");
+}
+
+TEST_F(SupervisorTest, ABudgetBreachFreezesAGuaranteedPause) {
+  Register("a");
+  StartRunning("a");
+  const pid_t agent = backend_.last_agent();
+  supervisor_->BudgetAction("a", false, "budget-exceeded{tokens}");
+  Settle();
+  EXPECT_EQ(StateOf("a"), "paused");
+  EXPECT_EQ(CauseOf("a"), "budget-exceeded{tokens}");
+  EXPECT_EQ(backend_.SignalsSent(agent, SIGSTOP), 1);
+  // A second breach while paused changes nothing.
+  supervisor_->BudgetAction("a", false, "budget-exceeded{tokens}");
+  EXPECT_EQ(backend_.SignalsSent(agent, SIGSTOP), 1);
+}
+
+TEST_F(SupervisorTest, ABudgetPauseThatCannotPauseStopsInstead) {
+  Register("a", v1::SUPPORT_LEVEL_UNSUPPORTED);
+  StartRunning("a");
+  const pid_t agent = backend_.last_agent();
+  supervisor_->BudgetAction("a", false, "budget-exceeded{dollars}");
+  Settle();
+  EXPECT_EQ(backend_.SignalsSent(agent, SIGSTOP), 0);
+  EXPECT_EQ(backend_.SignalsSent(agent, SIGTERM), 1);
+  EXPECT_EQ(StateOf("a"), "stopped");
+  EXPECT_FALSE(supervisor_->RestartPending("a"));  // a breach stop is not restarted
+}
+
+TEST_F(SupervisorTest, ABudgetStopOfAPausedAgentThawsItFirst) {
+  Register("a");
+  StartRunning("a");
+  const pid_t agent = backend_.last_agent();
+  Outcome paused;
+  supervisor_->Pause("a", Record(paused));
+  KT_ASSERT_OK(paused.status);
+  supervisor_->BudgetAction("a", true, "budget-exceeded{tokens}");
+  Settle();
+  std::vector<int> sent;
+  for (const FakeProcessBackend::Signal& signal : backend_.signals()) {
+    EXPECT_EQ(signal.group, agent);
+    sent.push_back(signal.signal);
+  }
+  // SIGKILL last: what an exited agent left in its group goes with it.
+  EXPECT_EQ(sent, (std::vector<int>{SIGSTOP, SIGCONT, SIGTERM, SIGKILL}));
+  EXPECT_EQ(StateOf("a"), "stopped");
+}
+
+TEST_F(SupervisorTest, ABreachWhileStartingWaitsForRunning) {
+  Register("a");
+  Outcome started;
+  supervisor_->Start("a", Record(started));
+  Settle();
+  supervisor_->BudgetAction("a", false, "budget-exceeded{tokens}");
+  EXPECT_EQ(StateOf("a"), "starting");
+  Advance(kReadiness);
+  EXPECT_EQ(StateOf("a"), "paused");
+  EXPECT_EQ(backend_.SignalsSent(backend_.last_agent(), SIGSTOP), 1);
+}
+
+TEST_F(SupervisorTest, AReconcileReadoptsLiveAgentsAndRecordsExitsThatHappenedMeanwhile) {
+  Register("alive");
+  Register("dead");
+  Register("vanished");
+  StartRunning("alive");
+  StartRunning("dead");
+  const pid_t dead = backend_.last_agent();
+  StartRunning("vanished");
+  const pid_t vanished = backend_.last_agent();
+  // The daemon goes away; while it is down one agent exits and one shim vanishes.
+  backend_.DropWatches();
+  MakeSupervisor();
+  backend_.Exit(dead, {ExitRecord::Kind::kExited, 7});
+  backend_.Vanish(vanished);
+  Settle();
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_EQ(StateOf("alive"), "running");
+  EXPECT_EQ(StateOf("dead"), "failed");
+  EXPECT_EQ(CauseOf("dead"), "crashed{exit code 7}");
+  EXPECT_EQ(StateOf("vanished"), "failed");
+  EXPECT_EQ(CauseOf("vanished").rfind("lost{", 0), 0u) << CauseOf("vanished");
+  // The re-adopted agent is watched again: its later exit is seen.
+  backend_.Exit(Row("alive").pid.value(), {ExitRecord::Kind::kExited, 0});
+  Settle();
+  EXPECT_EQ(StateOf("alive"), "stopped");
+}
+
+TEST_F(SupervisorTest, CommandsThatDoNotFitTheStateAreRefusedAndChangeNothing) {
+  Register("a");
+  Outcome stopped;
+  supervisor_->Stop("a", std::nullopt, Record(stopped));
+  ASSERT_TRUE(stopped.called);
+  EXPECT_EQ(contract::ErrorReason(stopped.status), contract::reason::kInvalidTransition);
+  Outcome missing;
+  supervisor_->Start("nope", Record(missing));
+  EXPECT_EQ(contract::ErrorReason(missing.status), contract::reason::kNotFound);
+  EXPECT_EQ(StateOf("a"), "registered");
+  EXPECT_TRUE(backend_.signals().empty());
+  EXPECT_TRUE(transitions_.empty());
+}
+
+}  // namespace
+}  // namespace ktesio::daemon::supervisor
