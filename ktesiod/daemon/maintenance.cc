@@ -15,6 +15,7 @@
 #include "server/instance_lock.h"
 #include "store/maintenance.h"
 #include "store/store.h"
+#include "supervisor/lifecycle.h"
 
 namespace ktesio::daemon {
 namespace {
@@ -28,10 +29,6 @@ absl::StatusOr<DaemonPaths> Paths(const DaemonOptions& options) {
 bool Exists(const std::string& path) {
   struct stat st {};
   return lstat(path.c_str(), &st) == 0;
-}
-
-bool IsLiveState(const std::string& state) {
-  return state == "starting" || state == "running" || state == "paused" || state == "stopping";
 }
 
 // Directories directly under `dir`.
@@ -118,7 +115,9 @@ int RunCheck(const DaemonOptions& options) {
       continue;
     }
     const std::string run = instance.home + "/run";
-    if (!IsLiveState(instance.state) && Exists(run + "/shim.pid")) {
+    if (!supervisor::IsLive(
+            supervisor::ParseState(instance.state).value_or(supervisor::State::kRegistered)) &&
+        Exists(run + "/shim.pid")) {
       Say("note: instance '" + instance.name + "' is " + instance.state +
           " but its run dir still holds a spawn record (" + run + "); the next start replaces it");
     }

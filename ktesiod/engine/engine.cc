@@ -454,9 +454,10 @@ void Engine::StopAllAgents(const v1::StopAllAgentsRequest& request,
   fleet->finish = std::move(finish);
   std::vector<std::string> live;
   for (const store::InstanceRow& row : *rows) {
-    if (row.state == "running" || row.state == "paused") {
+    const supervisor::State state = supervisor::RowState(row);
+    if (state == supervisor::State::kRunning || state == supervisor::State::kPaused) {
       live.push_back(row.name);
-    } else if (row.state == "starting" || row.state == "stopping") {
+    } else if (state == supervisor::State::kStarting || state == supervisor::State::kStopping) {
       response->add_notices(absl::StrCat(row.name, ": '", row.state,
                                          "', left to finish that transition; not stopped"));
     } else if (supervisor_.RestartPending(row.name)) {

@@ -99,7 +99,7 @@ absl::StatusOr<uint64_t> Engine::StartFollow(const v1::LogFilter& filter, Emit e
   if (!filter.no_retained()) {
     AddLines(row->name, std::move(kept), retained.mutable_lines());
   }
-  if (row->state != "running") {
+  if (supervisor::RowState(*row) != supervisor::State::kRunning) {
     retained.set_end_note(
         absl::StrCat("'", row->name, "' is ", row->state, ", not running: nothing more to follow"));
     emit(std::move(retained));

@@ -107,8 +107,7 @@ void Engine::ReopenProxies() {
     return;
   }
   for (const store::InstanceRow& row : *rows) {
-    if (row.state != "starting" && row.state != "running" && row.state != "paused" &&
-        row.state != "stopping") {
+    if (!supervisor::IsLive(supervisor::RowState(row))) {
       continue;
     }
     v1::AdapterSnapshot snapshot;

@@ -12,9 +12,8 @@ namespace {
 
 // An instance whose processes may exist: their tree is worth sampling.
 std::optional<telemetry::TreeRoot> RootOf(const store::InstanceRow& row, int index) {
-  const bool live = row.state == "starting" || row.state == "running" || row.state == "paused" ||
-                    row.state == "stopping";
-  if (!live || !row.shim_pid.has_value() || *row.shim_pid <= 0) {
+  if (!supervisor::IsLive(supervisor::RowState(row)) || !row.shim_pid.has_value() ||
+      *row.shim_pid <= 0) {
     return std::nullopt;
   }
   return telemetry::TreeRoot{index, static_cast<int>(*row.shim_pid),

@@ -161,9 +161,12 @@ void Engine::ResumePendingBudgetActions() {
         row = &candidate;
       }
     }
-    const bool live = row != nullptr && row->current_run == breach.run &&
-                      (row->state == "running" || row->state == "starting" ||
-                       (row->state == "paused" && breach.action == "stop"));
+    const supervisor::State state =
+        row != nullptr ? supervisor::RowState(*row) : supervisor::State::kRegistered;
+    const bool live =
+        row != nullptr && row->current_run == breach.run &&
+        (state == supervisor::State::kRunning || state == supervisor::State::kStarting ||
+         (state == supervisor::State::kPaused && breach.action == "stop"));
     if (!live) {
       // The run is over, or the instance already left running: nothing is left to do.
       store_->ClearPendingBreaches(breach.instance_id, breach.run)
@@ -189,8 +192,7 @@ void Engine::StartUsageAfterReconcile() {
     return;
   }
   for (const store::InstanceRow& row : *rows) {
-    if (row.state == "starting" || row.state == "running" || row.state == "paused" ||
-        row.state == "stopping") {
+    if (supervisor::IsLive(supervisor::RowState(row))) {
       WatchUsage(row);
     }
   }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "registry/snapshot.h"
+#include "supervisor/supervisor.h"
 
 namespace ktesio::daemon::engine {
 namespace {
@@ -44,7 +45,7 @@ v1::AgentInstance BuildInstanceView(const store::InstanceRow& row) {
   view.set_kind(row.kind);
   view.set_state(StateFromWire(row.state));
   view.set_cause(row.cause);
-  if (row.state == "failed") {
+  if (supervisor::RowState(row) == supervisor::State::kFailed) {
     view.set_failed_cause(row.cause);
   }
   view.set_restart_count(static_cast<uint32_t>(row.restart_count));

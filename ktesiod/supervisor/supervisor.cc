@@ -99,7 +99,7 @@ absl::StatusOr<v1::AdapterSnapshot> SnapshotOf(const store::InstanceRow& row) {
 
 absl::Status Supervisor::Commit(store::InstanceRow& row, State to, const std::string& cause,
                                 RunChange run) {
-  const State from = ParseState(row.state).value_or(State::kRegistered);
+  const State from = RowState(row);
   const int64_t now = clock_.NowUnixMs();
   row.state = std::string(StateName(to));
   row.cause = cause;
@@ -241,7 +241,7 @@ void Supervisor::Start(const std::string& name, Done done) {
     return;
   }
   Runtime& rt = RuntimeFor(*row);
-  const State state = ParseState(row->state).value_or(State::kRegistered);
+  const State state = RowState(*row);
   if (absl::Status status = RefuseWhileUnrecorded(*row); !status.ok()) {
     done(status, {});
     return;
@@ -344,7 +344,7 @@ void Supervisor::OnLaunched(const std::string& name, uint64_t generation,
     return;
   }
   Runtime& rt = RuntimeFor(*row);
-  if (rt.generation != generation || row->state != "starting") {
+  if (rt.generation != generation || RowState(*row) != State::kStarting) {
     return;
   }
   if (!launched.ok()) {
@@ -386,7 +386,7 @@ void Supervisor::OnReady(const std::string& name, uint64_t generation) {
     return;
   }
   Runtime& rt = RuntimeFor(*row);
-  if (rt.generation != generation || row->state != "starting") {
+  if (rt.generation != generation || RowState(*row) != State::kStarting) {
     return;
   }
   absl::Status status = Commit(*row, State::kRunning, "adapter-ready");
@@ -405,7 +405,7 @@ void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_s
     return;
   }
   Runtime& rt = RuntimeFor(*row);
-  const State state = ParseState(row->state).value_or(State::kRegistered);
+  const State state = RowState(*row);
   if (rt.restart_pending && (state == State::kFailed || state == State::kStopped)) {
     rt.restart_pending = false;
     rt.restart_timer->Cancel();
@@ -482,7 +482,7 @@ void Supervisor::Escalate(const std::string& name, uint64_t generation) {
     return;
   }
   Runtime& rt = RuntimeFor(*row);
-  if (rt.generation != generation || row->state != "stopping") {
+  if (rt.generation != generation || RowState(*row) != State::kStopping) {
     return;
   }
   rt.kill_sent = true;
@@ -499,7 +499,7 @@ void Supervisor::ConfirmTimeout(const std::string& name, uint64_t generation) {
     return;
   }
   Runtime& rt = RuntimeFor(*row);
-  if (rt.generation != generation || row->state != "stopping") {
+  if (rt.generation != generation || RowState(*row) != State::kStopping) {
     return;
   }
   Finish(rt.stop_waiters,
@@ -516,7 +516,7 @@ void Supervisor::Restart(const std::string& name, std::optional<uint32_t> timeou
     done(row.status(), {});
     return;
   }
-  const State state = ParseState(row->state).value_or(State::kRegistered);
+  const State state = RowState(*row);
   if (state != State::kRunning && state != State::kPaused) {
     Start(name, std::move(done));
     return;
@@ -540,7 +540,7 @@ void Supervisor::Pause(const std::string& name, Done done) {
     done(row.status(), {});
     return;
   }
-  const State state = ParseState(row->state).value_or(State::kRegistered);
+  const State state = RowState(*row);
   if (absl::Status status = RefuseWhileUnrecorded(*row); !status.ok()) {
     done(status, {});
     return;
@@ -595,7 +595,7 @@ void Supervisor::Resume(const std::string& name, Done done) {
     done(row.status(), {});
     return;
   }
-  const State state = ParseState(row->state).value_or(State::kRegistered);
+  const State state = RowState(*row);
   if (absl::Status status = RefuseWhileUnrecorded(*row); !status.ok()) {
     done(status, {});
     return;
@@ -644,7 +644,7 @@ void Supervisor::BudgetAction(const std::string& name, bool stop, const std::str
   if (!row.ok()) {
     return;
   }
-  const State state = ParseState(row->state).value_or(State::kRegistered);
+  const State state = RowState(*row);
   if (state == State::kStarting) {
     RuntimeFor(*row).pending_budget = std::make_pair(stop, cause);
     return;

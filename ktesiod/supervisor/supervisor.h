@@ -62,6 +62,12 @@ struct Hooks {
 // whose launch failed) plus notices for the operator.
 using Done = std::function<void(absl::Status status, std::vector<std::string> notices)>;
 
+// The lifecycle state of `row` (a row with an unknown state string reads as registered: the
+// store's CHECK constraint admits only the seven names).
+inline State RowState(const store::InstanceRow& row) {
+  return ParseState(row.state).value_or(State::kRegistered);
+}
+
 // The registration snapshot of `row`. Errors: INTERNAL/STORE_ERROR naming the instance when
 // the stored bytes do not parse (a damaged store; `ktesiod --check` tells).
 absl::StatusOr<v1::AdapterSnapshot> SnapshotOf(const store::InstanceRow& row);

@@ -51,7 +51,7 @@ void Supervisor::OnExit(const std::string& name, uint64_t generation) {
 void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process::ExitRecord>& exit,
                            bool lost, const std::string& lost_detail) {
   Runtime& rt = RuntimeFor(row);
-  const State state = ParseState(row.state).value_or(State::kRegistered);
+  const State state = RowState(row);
   const std::string description = exit.has_value() ? process::DescribeExit(*exit) : lost_detail;
   const pid_t leader = static_cast<pid_t>(row.pid.value_or(0));
   const int64_t now = clock_.NowUnixMs();
@@ -155,7 +155,7 @@ void Supervisor::FireRestart(const std::string& name, uint64_t generation, int64
   }
   Runtime& rt = RuntimeFor(*row);
   if (!rt.restart_pending || rt.generation != generation ||
-      (row->state != "failed" && row->state != "stopped")) {
+      (RowState(*row) != State::kFailed && RowState(*row) != State::kStopped)) {
     return;
   }
   rt.restart_pending = false;
@@ -165,7 +165,7 @@ void Supervisor::FireRestart(const std::string& name, uint64_t generation, int64
 }
 
 void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
-  const State state = ParseState(row.state).value_or(State::kRegistered);
+  const State state = RowState(row);
   process::ProcessIdentity shim{static_cast<pid_t>(row.shim_pid.value_or(0)),
                                 row.shim_start_time.value_or(0)};
   process::ProcessIdentity agent{static_cast<pid_t>(row.pid.value_or(0)),
@@ -217,7 +217,7 @@ void Supervisor::Reconcile() {
   }
   const std::string boot_id = CurrentBootId();
   for (store::InstanceRow& row : *rows) {
-    const State state = ParseState(row.state).value_or(State::kRegistered);
+    const State state = RowState(row);
     if (IsLive(state)) {
       Adopt(row, boot_id);
     }
@@ -227,7 +227,7 @@ void Supervisor::Reconcile() {
     if (!fresh.ok()) {
       continue;
     }
-    const State state = ParseState(fresh->state).value_or(State::kRegistered);
+    const State state = RowState(*fresh);
     if (IsTerminal(state) && !RuntimeFor(*fresh).restart_pending && SettingsFor(*fresh).autostart) {
       log_->info("autostart instance={}", fresh->name);
       Start(fresh->name, [this, name = fresh->name](absl::Status status, std::vector<std::string>) {
@@ -263,7 +263,7 @@ void Supervisor::SendInput(const std::string& name, const std::string& text,
                          : "the declaration says interaction.linux = \"unsupported\"")));
     return;
   }
-  if (row->state != "running") {
+  if (RowState(*row) != State::kRunning) {
     done(contract::MakeError(absl::StatusCode::kFailedPrecondition, reason::kInvalidState,
                              absl::StrCat("cannot send to '", name, "' while it is '", row->state,
                                           "' (it must be running)")));
