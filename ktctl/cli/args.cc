@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::cli {
 namespace {
@@ -67,23 +68,17 @@ absl::StatusOr<Invocation> ParseInvocation(const std::vector<std::string>& args)
     } else if (flag == "--version" && !inline_value) {
       inv.global.version = true;
     } else if (flag == "--socket") {
-      absl::StatusOr<std::string> v = value();
-      if (!v.ok()) {
-        return v.status();
-      }
-      if (v->empty()) {
+      KT_ASSIGN_OR_RETURN(std::string v, value());
+      if (v.empty()) {
         return UsageError("--socket needs a non-empty path");
       }
-      inv.global.socket = *v;
+      inv.global.socket = v;
     } else if (flag == "--timeout" && !stop_window) {
-      absl::StatusOr<std::string> v = value();
-      if (!v.ok()) {
-        return v.status();
-      }
+      KT_ASSIGN_OR_RETURN(std::string v, value());
       double seconds = 0;
-      if (!absl::SimpleAtod(*v, &seconds) || !(seconds > 0) || seconds > 86400) {
+      if (!absl::SimpleAtod(v, &seconds) || !(seconds > 0) || seconds > 86400) {
         return UsageError(
-            absl::StrCat("--timeout must be a number of seconds in (0, 86400], got '", *v, "'"));
+            absl::StrCat("--timeout must be a number of seconds in (0, 86400], got '", v, "'"));
       }
       inv.global.timeout_seconds = seconds;
     } else {

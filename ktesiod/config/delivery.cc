@@ -6,6 +6,7 @@
 #include "config/keys.h"
 #include "config/text.h"
 #include "ktesio/contract/config_mapping.h"
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/validation.h"
 
 namespace ktesio::daemon::config {
@@ -211,17 +212,10 @@ std::vector<std::string> FileTargetPaths(const DeliveryInput& input) {
 absl::StatusOr<DeliveryPlan> PlanDelivery(const DeliveryInput& input,
                                           const SecretResolver& resolve_secret) {
   DeliveryPlan plan;
-  absl::StatusOr<std::vector<Delivered>> selected = Select(input, resolve_secret, plan.notices);
-  if (!selected.ok()) {
-    return selected.status();
-  }
-  PlaceEnvAndFlags(input, *selected, plan);
-  if (absl::Status status = CheckEnvPlaceholders(input, *selected, plan); !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = RenderFiles(input, *selected, plan); !status.ok()) {
-    return status;
-  }
+  KT_ASSIGN_OR_RETURN(std::vector<Delivered> selected, Select(input, resolve_secret, plan.notices));
+  PlaceEnvAndFlags(input, selected, plan);
+  KT_RETURN_IF_ERROR(CheckEnvPlaceholders(input, selected, plan));
+  KT_RETURN_IF_ERROR(RenderFiles(input, selected, plan));
   plan.effective_config_json = EntriesJson(Masked(input.effective));
   return plan;
 }

@@ -8,6 +8,7 @@
 #include "config/text.h"
 #include "config/toml_io.h"
 #include "fs/fs.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon::config::instance_file {
 
@@ -93,12 +94,9 @@ std::string PathIn(const std::string& home) { return Cat(home, "/", kFileName); 
 
 absl::StatusOr<std::map<std::string, std::string>> Load(const std::string& home) {
   const std::string path = PathIn(home);
-  absl::StatusOr<std::vector<TomlLeaf>> leaves = ReadLeaves(path);
-  if (!leaves.ok()) {
-    return leaves.status();
-  }
+  KT_ASSIGN_OR_RETURN(std::vector<TomlLeaf> leaves, ReadLeaves(path));
   std::map<std::string, std::string> layer;
-  for (const TomlLeaf& leaf : *leaves) {
+  for (const TomlLeaf& leaf : leaves) {
     const std::string key = internal::JoinPath(leaf.path);
     const std::string where = Cat(path, ":", leaf.line, ":", leaf.column);
     if (absl::Status status = ValidateKey(key); !status.ok()) {
@@ -123,38 +121,26 @@ absl::StatusOr<std::map<std::string, std::string>> Load(const std::string& home)
 
 absl::StatusOr<std::string> Set(const std::string& home, std::string_view key,
                                 std::string_view value) {
-  absl::StatusOr<std::string> normalized = ValidateValue(key, value);
-  if (!normalized.ok()) {
-    return normalized.status();
-  }
+  KT_ASSIGN_OR_RETURN(std::string normalized, ValidateValue(key, value));
   absl::MutexLock lock(&write_mutex);
   const std::string path = PathIn(home);
-  absl::StatusOr<std::vector<TomlLeaf>> leaves = ReadLeaves(path);
-  if (!leaves.ok()) {
-    return leaves.status();
-  }
-  std::erase_if(*leaves,
-                [&](const TomlLeaf& leaf) { return internal::JoinPath(leaf.path) == key; });
+  KT_ASSIGN_OR_RETURN(std::vector<TomlLeaf> leaves, ReadLeaves(path));
+  std::erase_if(leaves, [&](const TomlLeaf& leaf) { return internal::JoinPath(leaf.path) == key; });
   TomlLeaf leaf;
   leaf.path = SplitKey(key);
   leaf.kind = ExpectedKind(key);
-  leaf.text = *normalized;
-  leaves->push_back(std::move(leaf));
-  if (absl::Status status = Write(path, *leaves); !status.ok()) {
-    return status;
-  }
-  return *normalized;
+  leaf.text = normalized;
+  leaves.push_back(std::move(leaf));
+  KT_RETURN_IF_ERROR(Write(path, leaves));
+  return normalized;
 }
 
 absl::StatusOr<bool> Unset(const std::string& home, std::string_view key) {
   absl::MutexLock lock(&write_mutex);
   const std::string path = PathIn(home);
-  absl::StatusOr<std::vector<TomlLeaf>> leaves = ReadLeaves(path);
-  if (!leaves.ok()) {
-    return leaves.status();
-  }
+  KT_ASSIGN_OR_RETURN(std::vector<TomlLeaf> leaves, ReadLeaves(path));
   const size_t removed = std::erase_if(
-      *leaves, [&](const TomlLeaf& leaf) { return internal::JoinPath(leaf.path) == key; });
+      leaves, [&](const TomlLeaf& leaf) { return internal::JoinPath(leaf.path) == key; });
   if (removed == 0) {
     absl::Status status = ValidateKey(key);
     if (!status.ok() && !absl::IsPermissionDenied(status)) {
@@ -162,9 +148,7 @@ absl::StatusOr<bool> Unset(const std::string& home, std::string_view key) {
     }
     return false;
   }
-  if (absl::Status status = Write(path, *leaves); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(Write(path, leaves));
   return true;
 }
 

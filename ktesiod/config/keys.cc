@@ -5,6 +5,7 @@
 
 #include "config/money.h"
 #include "config/text.h"
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/validation.h"
 
 namespace ktesio::daemon::config {
@@ -313,12 +314,8 @@ absl::Status ValidateKey(std::string_view key, Writer writer) {
 
 absl::StatusOr<std::string> ValidateValue(std::string_view key, std::string_view value,
                                           Writer writer) {
-  if (absl::Status status = ValidateKey(key, writer); !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = CheckString(key, value); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(ValidateKey(key, writer));
+  KT_RETURN_IF_ERROR(CheckString(key, value));
   const KeySpec* spec = FindKey(key);
   const bool allows_secret = spec == nullptr || spec->allows_secret;
   if (value.starts_with(kSecretPrefix)) {

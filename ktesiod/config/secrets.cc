@@ -17,6 +17,7 @@
 #include "config/text.h"
 #include "config/toml_io.h"
 #include "fs/fs.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon::config {
 
@@ -125,12 +126,9 @@ absl::StatusOr<std::map<std::string, std::string>> ReadAll(const std::string& pa
     }
     return text.status();
   }
-  absl::StatusOr<std::vector<TomlLeaf>> leaves = internal::ParseTomlLeaves(*text, path);
-  if (!leaves.ok()) {
-    return leaves.status();
-  }
+  KT_ASSIGN_OR_RETURN(std::vector<TomlLeaf> leaves, internal::ParseTomlLeaves(*text, path));
   std::map<std::string, std::string> secrets;
-  for (const TomlLeaf& leaf : *leaves) {
+  for (const TomlLeaf& leaf : leaves) {
     const std::string where = Cat(path, ":", leaf.line, ":", leaf.column, ": ");
     const bool plain = leaf.path.size() == 1;
     const bool encoded = leaf.path.size() == 2 && leaf.path[1] == "base64";
@@ -167,11 +165,8 @@ absl::Status WriteAll(const std::string& path, const std::map<std::string, std::
     }
     leaves.push_back(std::move(leaf));
   }
-  absl::StatusOr<std::string> text = internal::RenderTomlLeaves(leaves, kComment);
-  if (!text.ok()) {
-    return text.status();
-  }
-  return fs::WriteFileAtomic(path, *text, 0600);
+  KT_ASSIGN_OR_RETURN(std::string text, internal::RenderTomlLeaves(leaves, kComment));
+  return fs::WriteFileAtomic(path, text, 0600);
 }
 
 }  // namespace
@@ -195,58 +190,40 @@ absl::StatusOr<bool> SecretsStore::Set(std::string_view name, std::string_view v
     }
   }
   absl::MutexLock lock(&store_mutex);
-  absl::StatusOr<std::map<std::string, std::string>> all = ReadAll(path_);
-  if (!all.ok()) {
-    return all.status();
-  }
-  auto [it, inserted] = all->insert_or_assign(std::string(name), std::string(value));
-  if (absl::Status status = WriteAll(path_, *all); !status.ok()) {
-    return status;
-  }
+  KT_ASSIGN_OR_RETURN(auto all, ReadAll(path_));
+  auto [it, inserted] = all.insert_or_assign(std::string(name), std::string(value));
+  KT_RETURN_IF_ERROR(WriteAll(path_, all));
   return !inserted;
 }
 
 absl::StatusOr<std::vector<std::string>> SecretsStore::List() const {
   absl::MutexLock lock(&store_mutex);
-  absl::StatusOr<std::map<std::string, std::string>> all = ReadAll(path_);
-  if (!all.ok()) {
-    return all.status();
-  }
+  KT_ASSIGN_OR_RETURN(auto all, ReadAll(path_));
   std::vector<std::string> names;
-  for (const auto& [name, value] : *all) {
+  for (const auto& [name, value] : all) {
     names.push_back(name);
   }
   return names;
 }
 
 absl::Status SecretsStore::Remove(std::string_view name) {
-  if (absl::Status status = CheckName(name); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(CheckName(name));
   absl::MutexLock lock(&store_mutex);
-  absl::StatusOr<std::map<std::string, std::string>> all = ReadAll(path_);
-  if (!all.ok()) {
-    return all.status();
-  }
-  if (all->erase(std::string(name)) == 0) {
+  KT_ASSIGN_OR_RETURN(auto all, ReadAll(path_));
+  if (all.erase(std::string(name)) == 0) {
     return internal::Error(absl::StatusCode::kNotFound, reason::kNotFound,
                            Cat("no secret named '", name, "'"));
   }
-  return WriteAll(path_, *all);
+  return WriteAll(path_, all);
 }
 
 absl::StatusOr<std::string> SecretsStore::Resolve(std::string_view name,
                                                   const EnvLookup& environment) const {
-  if (absl::Status status = CheckName(name); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(CheckName(name));
   {
     absl::MutexLock lock(&store_mutex);
-    absl::StatusOr<std::map<std::string, std::string>> all = ReadAll(path_);
-    if (!all.ok()) {
-      return all.status();
-    }
-    if (auto it = all->find(std::string(name)); it != all->end()) {
+    KT_ASSIGN_OR_RETURN(auto all, ReadAll(path_));
+    if (auto it = all.find(std::string(name)); it != all.end()) {
       return it->second;
     }
   }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "fs/fs.h"
+#include "ktesio/contract/status_macros.h"
 #include "paths/paths.h"
 #include "server/instance_lock.h"
 #include "store/maintenance.h"
@@ -52,11 +53,8 @@ std::vector<std::string> Subdirectories(const std::string& dir) {
 
 // Copies `from` to `to` durably (written to a temp file, fsynced, renamed, directory fsynced).
 absl::Status CopyDurably(const std::string& from, const std::string& to) {
-  absl::StatusOr<std::string> bytes = fs::ReadFile(from);
-  if (!bytes.ok()) {
-    return bytes.status();
-  }
-  return fs::WriteFileAtomic(to, *bytes, 0600);
+  KT_ASSIGN_OR_RETURN(std::string bytes, fs::ReadFile(from));
+  return fs::WriteFileAtomic(to, bytes, 0600);
 }
 
 std::string UtcStamp() {

@@ -1,4 +1,5 @@
 #include "daemon/metrics.h"
+#include "ktesio/contract/status_macros.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -67,10 +68,7 @@ std::optional<telemetry::MetricsSnapshot> CollectSnapshot(engine::Engine& engine
 absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> StartMetrics(
     const std::string& listen, engine::Engine& engine, const api::RequestCounter& requests,
     std::shared_ptr<spdlog::logger> log) {
-  absl::StatusOr<telemetry::ListenAddress> address = telemetry::ParseListenAddress(listen);
-  if (!address.ok()) {
-    return address.status();
-  }
+  KT_ASSIGN_OR_RETURN(telemetry::ListenAddress address, telemetry::ParseListenAddress(listen));
   telemetry::MetricsServer::Handlers handlers;
   // Scrapes closer together than kMinScrapeAge share one rendering, so a flood of scrapes costs
   // the engine at most a few reads a second. (Handlers run on the metrics thread only.)
@@ -98,12 +96,12 @@ absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> StartMetrics(
         .has_value();
   };
   absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> server =
-      telemetry::MetricsServer::Start(*address, std::move(handlers), log);
+      telemetry::MetricsServer::Start(address, std::move(handlers), log);
   if (!server.ok()) {
     return server.status();
   }
   log->info("metrics endpoint listening on {} (GET /metrics, GET /healthz)", (*server)->address());
-  if (address->kind == telemetry::ListenAddress::Kind::kTcp && !address->loopback) {
+  if (address.kind == telemetry::ListenAddress::Kind::kTcp && !address.loopback) {
     log->warn(
         "metrics endpoint {} is reachable from the network: anyone who can reach it reads "
         "agent names, usage and spend; prefer loopback or unix: and a scraping proxy",

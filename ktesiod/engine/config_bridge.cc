@@ -7,6 +7,7 @@
 #include "config/instance_file.h"
 #include "config/money.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 #include "registry/snapshot.h"
 #include "supervisor/restart_policy.h"
 
@@ -130,32 +131,22 @@ budget::Limits ConfigBridge::Limits(const store::InstanceRow& row) const {
 absl::StatusOr<supervisor::Delivery> ConfigBridge::Deliver(
     const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot,
     const std::string& metering_base_url) const {
-  absl::StatusOr<std::vector<config::Entry>> entries = Effective(row, metering_base_url);
-  if (!entries.ok()) {
-    return entries.status();
-  }
+  KT_ASSIGN_OR_RETURN(std::vector<config::Entry> entries, Effective(row, metering_base_url));
   config::DeliveryInput input = config::InputFor(
-      registry::FromSnapshot(snapshot), std::move(*entries), supervisor::SafeBaseEnvironment());
-  absl::StatusOr<std::map<std::string, std::string>> existing =
-      config::ReadExistingTargets(row.home, config::FileTargetPaths(input));
-  if (!existing.ok()) {
-    return existing.status();
-  }
-  input.existing_files = std::move(*existing);
-  absl::StatusOr<config::DeliveryPlan> plan =
-      config::PlanDelivery(input, config::StoreResolver(secrets_, config::ProcessEnvironment()));
-  if (!plan.ok()) {
-    return plan.status();
-  }
-  if (absl::Status status = config::WriteDeliveredFiles(row.home, *plan); !status.ok()) {
-    return status;
-  }
+      registry::FromSnapshot(snapshot), std::move(entries), supervisor::SafeBaseEnvironment());
+  KT_ASSIGN_OR_RETURN(auto existing,
+                      config::ReadExistingTargets(row.home, config::FileTargetPaths(input)));
+  input.existing_files = std::move(existing);
+  KT_ASSIGN_OR_RETURN(
+      config::DeliveryPlan plan,
+      config::PlanDelivery(input, config::StoreResolver(secrets_, config::ProcessEnvironment())));
+  KT_RETURN_IF_ERROR(config::WriteDeliveredFiles(row.home, plan));
   supervisor::Delivery delivery;
-  for (const auto& [key, value] : plan->env) {
+  for (const auto& [key, value] : plan.env) {
     delivery.env.emplace_back(key, value);
   }
-  delivery.extra_args = plan->argv_tail;
-  for (const config::Notice& notice : plan->notices) {
+  delivery.extra_args = plan.argv_tail;
+  for (const config::Notice& notice : plan.notices) {
     delivery.notices.push_back(absl::StrCat(
         notice.level == config::Notice::Level::kWarning ? "warning: " : "", notice.message));
   }

@@ -11,6 +11,7 @@
 #include "engine/view.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/v1/version.h"
 #include "process/shim_backend.h"
 
@@ -21,18 +22,12 @@ namespace reason = contract::reason;
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const DaemonPaths& paths,
                                                        std::shared_ptr<spdlog::logger> logger,
                                                        EngineOptions options) {
-  absl::StatusOr<std::unique_ptr<store::Store>> store =
-      store::Store::Open(paths.state_dir + "/state.db");
-  if (!store.ok()) {
-    return store.status();
-  }
-  absl::StatusOr<ProxyKey> key = LoadProxyKey(paths.state_dir);
-  if (!key.ok()) {
-    return key.status();
-  }
+  KT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store,
+                      store::Store::Open(paths.state_dir + "/state.db"));
+  KT_ASSIGN_OR_RETURN(ProxyKey key, LoadProxyKey(paths.state_dir));
   std::unique_ptr<Engine> engine(
-      new Engine(paths, std::move(*store), logger, std::move(options.seams)));
-  engine->proxy_key_ = std::move(*key);
+      new Engine(paths, std::move(store), logger, std::move(options.seams)));
+  engine->proxy_key_ = std::move(key);
   Engine* raw = engine.get();
   absl::StatusOr<std::unique_ptr<metering::MeteringProxy>> proxy = metering::MeteringProxy::Create(
       std::move(options.proxy),
@@ -127,12 +122,9 @@ absl::Status Engine::GetStatus(v1::GetStatusResponse* response) {
   for (const std::string& problem : health_.Problems()) {
     response->add_problems(problem);
   }
-  absl::StatusOr<std::vector<store::InstanceRow>> rows = store_->ListInstances();
-  if (!rows.ok()) {
-    return rows.status();
-  }
-  response->set_instances_total(static_cast<uint32_t>(rows->size()));
-  for (const store::InstanceRow& row : *rows) {
+  KT_ASSIGN_OR_RETURN(std::vector<store::InstanceRow> rows, store_->ListInstances());
+  response->set_instances_total(static_cast<uint32_t>(rows.size()));
+  for (const store::InstanceRow& row : rows) {
     (*response->mutable_instances_by_state())[row.state] += 1;
   }
   return absl::OkStatus();
@@ -175,48 +167,33 @@ absl::Status Engine::CheckStreamLimit() const {
 
 absl::Status Engine::RegisterAgent(const v1::RegisterAgentRequest& request,
                                    v1::RegisterAgentResponse* response) {
-  absl::StatusOr<int64_t> count = store_->CountInstances();
-  if (!count.ok()) {
-    return count.status();
-  }
-  if (static_cast<uint64_t>(*count) >= limits_.max_instances) {
+  KT_ASSIGN_OR_RETURN(int64_t count, store_->CountInstances());
+  if (static_cast<uint64_t>(count) >= limits_.max_instances) {
     return contract::MakeError(
         absl::StatusCode::kResourceExhausted, contract::reason::kLimitReached,
-        absl::StrCat("the daemon already has ", *count,
+        absl::StrCat("the daemon already has ", count,
                      " Agent Instances (max_instances in ktesiod.toml); remove one or raise it"));
   }
-  absl::StatusOr<store::InstanceRow> row = registry_.Register(request);
-  if (!row.ok()) {
-    return row.status();
-  }
-  *response->mutable_instance() = View(*row);
-  FillResourcesOf(*row, response->mutable_instance());
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Register(request));
+  *response->mutable_instance() = View(row);
+  FillResourcesOf(row, response->mutable_instance());
   return absl::OkStatus();
 }
 
 absl::Status Engine::ListAgents(const v1::ListAgentsRequest& request,
                                 v1::ListAgentsResponse* response) {
-  absl::StatusOr<contract::Selector> selector = contract::Selector::Parse(request.selector());
-  if (!selector.ok()) {
-    return selector.status();
-  }
-  return ListAgentViews(response, !request.skip_resources(), &*selector);
+  KT_ASSIGN_OR_RETURN(contract::Selector selector, contract::Selector::Parse(request.selector()));
+  return ListAgentViews(response, !request.skip_resources(), &selector);
 }
 
 absl::Status Engine::ListAgentViews(v1::ListAgentsResponse* response, bool resources,
                                     const contract::Selector* selector) {
-  absl::StatusOr<std::vector<store::InstanceRow>> rows = store_->ListInstances();
-  if (!rows.ok()) {
-    return rows.status();
-  }
-  absl::StatusOr<std::map<int64_t, store::Store::Labels>> labels = store_->AllLabels();
-  if (!labels.ok()) {
-    return labels.status();
-  }
+  KT_ASSIGN_OR_RETURN(std::vector<store::InstanceRow> rows, store_->ListInstances());
+  KT_ASSIGN_OR_RETURN(auto labels, store_->AllLabels());
   static const store::Store::Labels kNone;
-  for (const store::InstanceRow& row : *rows) {
-    const auto found = labels->find(row.id);
-    const store::Store::Labels& own = found == labels->end() ? kNone : found->second;
+  for (const store::InstanceRow& row : rows) {
+    const auto found = labels.find(row.id);
+    const store::Store::Labels& own = found == labels.end() ? kNone : found->second;
     if (selector != nullptr && !selector->Matches(own)) {
       continue;
     }
@@ -231,12 +208,9 @@ absl::Status Engine::ListAgentViews(v1::ListAgentsResponse* response, bool resou
 }
 
 absl::Status Engine::GetAgent(const v1::GetAgentRequest& request, v1::GetAgentResponse* response) {
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.name());
-  if (!row.ok()) {
-    return row.status();
-  }
-  *response->mutable_instance() = View(*row);
-  FillResourcesOf(*row, response->mutable_instance());
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.name()));
+  *response->mutable_instance() = View(row);
+  FillResourcesOf(row, response->mutable_instance());
   return absl::OkStatus();
 }
 
@@ -282,57 +256,38 @@ v1::AgentInstance Engine::View(const store::InstanceRow& row,
 
 absl::Status Engine::LabelAgent(const v1::LabelAgentRequest& request,
                                 v1::LabelAgentResponse* response) {
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.name());
-  if (!row.ok()) {
-    return row.status();
-  }
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.name()));
   for (const auto& [key, value] : request.set()) {
-    if (absl::Status status = CheckOperatorLabel(key); !status.ok()) {
-      return status;
-    }
-    if (absl::Status status = contract::ValidateLabelValue(key, value); !status.ok()) {
-      return status;
-    }
+    KT_RETURN_IF_ERROR(CheckOperatorLabel(key));
+    KT_RETURN_IF_ERROR(contract::ValidateLabelValue(key, value));
   }
   for (const std::string& key : request.remove()) {
-    if (absl::Status status = CheckOperatorLabel(key); !status.ok()) {
-      return status;
-    }
+    KT_RETURN_IF_ERROR(CheckOperatorLabel(key));
   }
-  absl::StatusOr<store::Store::Labels> labels = store_->GetLabels(row->id);
-  if (!labels.ok()) {
-    return labels.status();
-  }
-  store::Store::Labels next = *labels;
+  KT_ASSIGN_OR_RETURN(store::Store::Labels labels, store_->GetLabels(row.id));
+  store::Store::Labels next = labels;
   for (const std::string& key : request.remove()) {
     next.erase(key);
   }
   for (const auto& [key, value] : request.set()) {
     next[key] = value;
   }
-  response->set_changed(next != *labels);
-  if (next != *labels) {
-    if (absl::Status status = store_->SetLabels(row->id, next); !status.ok()) {
-      return status;
-    }
+  response->set_changed(next != labels);
+  if (next != labels) {
+    KT_RETURN_IF_ERROR(store_->SetLabels(row.id, next));
   }
-  *response->mutable_instance() = View(*row, &next);
+  *response->mutable_instance() = View(row, &next);
   return absl::OkStatus();
 }
 
 absl::Status Engine::SetInstanceLabels(const std::string& name,
                                        const store::Store::Labels& labels) {
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(name);
-  if (!row.ok()) {
-    return row.status();
-  }
-  return store_->SetLabels(row->id, labels);
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(name));
+  return store_->SetLabels(row.id, labels);
 }
 
 absl::Status CheckOperatorLabel(std::string_view key) {
-  if (absl::Status status = contract::ValidateLabelKey(key); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(contract::ValidateLabelKey(key));
   if (key.starts_with(contract::kReservedLabelPrefix)) {
     return contract::MakeError(absl::StatusCode::kInvalidArgument, contract::reason::kInvalidLabel,
                                absl::StrCat("label '", std::string(key), "': the ",
@@ -344,11 +299,8 @@ absl::Status CheckOperatorLabel(std::string_view key) {
 }
 
 absl::Status Engine::Reload(const std::string& name, v1::AgentInstance* instance) {
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(name);
-  if (!row.ok()) {
-    return row.status();
-  }
-  *instance = View(*row);
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(name));
+  *instance = View(row);
   return absl::OkStatus();
 }
 

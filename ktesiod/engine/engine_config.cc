@@ -6,6 +6,7 @@
 #include "engine/engine.h"
 #include "fs/fs.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 #include "supervisor/lifecycle.h"
 
 namespace ktesio::daemon::engine {
@@ -35,12 +36,9 @@ absl::Status RequireTerminal(const store::InstanceRow& row, std::string_view wha
 
 absl::Status Engine::SetConfig(const v1::SetConfigRequest& request,
                                v1::SetConfigResponse* response) {
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.name());
-  if (!row.ok()) {
-    return row.status();
-  }
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.name()));
   absl::StatusOr<std::string> stored =
-      config::instance_file::Set(row->home, request.key(), request.value());
+      config::instance_file::Set(row.home, request.key(), request.value());
   if (!stored.ok()) {
     return stored.status();
   }
@@ -52,7 +50,7 @@ absl::Status Engine::SetConfig(const v1::SetConfigRequest& request,
   entry.secret_ref = config::SecretRefName(*stored).has_value();
   FillEntry(config::Masked({entry}).front(), response->mutable_entry());
   v1::AdapterSnapshot snapshot;
-  if (!snapshot.ParseFromString(row->snapshot)) {
+  if (!snapshot.ParseFromString(row.snapshot)) {
     snapshot.Clear();  // only decides a warning notice; a damaged snapshot shows no notice
   }
   auto target = snapshot.config().find(request.key());
@@ -67,12 +65,12 @@ absl::Status Engine::SetConfig(const v1::SetConfigRequest& request,
     response->add_notices(absl::StrCat("stored, but '", request.name(),
                                        "' is metered self-reported: the value is not used"));
   }
-  if (request.key().rfind("budget.dollars.", 0) == 0 && !config_.Limits(*row).rate.has_value()) {
+  if (request.key().rfind("budget.dollars.", 0) == 0 && !config_.Limits(row).rate.has_value()) {
     response->add_notices(
         "dollar caps are inert until both cost.rate.input and "
         "cost.rate.output are set");
   }
-  if (const std::optional<supervisor::State> state = supervisor::ParseState(row->state);
+  if (const std::optional<supervisor::State> state = supervisor::ParseState(row.state);
       state.has_value() && supervisor::IsLive(*state)) {
     response->add_notices(
         "the instance is live: delivered values take effect at its next start; budgets and "
@@ -83,10 +81,7 @@ absl::Status Engine::SetConfig(const v1::SetConfigRequest& request,
 
 absl::Status Engine::GetConfig(const v1::GetConfigRequest& request,
                                v1::GetConfigResponse* response) {
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.name());
-  if (!row.ok()) {
-    return row.status();
-  }
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.name()));
   if (!request.key().empty()) {
     if (absl::Status status = config::ValidateKey(request.key(), config::Writer::kOperator);
         !status.ok() && contract::ErrorReason(status) == reason::kUnknownConfigKey) {
@@ -95,11 +90,9 @@ absl::Status Engine::GetConfig(const v1::GetConfigRequest& request,
   }
   // A live engine-observed instance has its proxy URL injected (invocation-override), as at
   // its start: show it as the agent received it.
-  absl::StatusOr<std::vector<config::Entry>> entries = config_.Effective(*row, ProxyUrl(row->name));
-  if (!entries.ok()) {
-    return entries.status();
-  }
-  std::vector<config::Entry> shown = request.reveal() ? *entries : config::Masked(*entries);
+  KT_ASSIGN_OR_RETURN(std::vector<config::Entry> entries,
+                      config_.Effective(row, ProxyUrl(row.name)));
+  std::vector<config::Entry> shown = request.reveal() ? entries : config::Masked(entries);
   for (const config::Entry& entry : shown) {
     if (!request.key().empty() && entry.key != request.key()) {
       continue;
@@ -123,35 +116,23 @@ absl::Status Engine::GetConfig(const v1::GetConfigRequest& request,
 
 absl::Status Engine::UnsetConfig(const v1::UnsetConfigRequest& request,
                                  v1::UnsetConfigResponse* response) {
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.name());
-  if (!row.ok()) {
-    return row.status();
-  }
-  absl::StatusOr<bool> removed = config::instance_file::Unset(row->home, request.key());
-  if (!removed.ok()) {
-    return removed.status();
-  }
-  response->set_removed(*removed);
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.name()));
+  KT_ASSIGN_OR_RETURN(bool removed, config::instance_file::Unset(row.home, request.key()));
+  response->set_removed(removed);
   return absl::OkStatus();
 }
 
 absl::Status Engine::SetSecret(const v1::SetSecretRequest& request,
                                v1::SetSecretResponse* response) {
-  absl::StatusOr<bool> replaced = config_.secrets().Set(request.name(), request.value());
-  if (!replaced.ok()) {
-    return replaced.status();
-  }
+  KT_ASSIGN_OR_RETURN(bool replaced, config_.secrets().Set(request.name(), request.value()));
   response->set_name(request.name());
-  response->set_replaced(*replaced);
+  response->set_replaced(replaced);
   return absl::OkStatus();
 }
 
 absl::Status Engine::ListSecrets(v1::ListSecretsResponse* response) {
-  absl::StatusOr<std::vector<std::string>> names = config_.secrets().List();
-  if (!names.ok()) {
-    return names.status();
-  }
-  for (std::string& name : *names) {
+  KT_ASSIGN_OR_RETURN(std::vector<std::string> names, config_.secrets().List());
+  for (std::string& name : names) {
     response->add_names(std::move(name));
   }
   return absl::OkStatus();
@@ -159,19 +140,14 @@ absl::Status Engine::ListSecrets(v1::ListSecretsResponse* response) {
 
 absl::Status Engine::RemoveSecret(const v1::RemoveSecretRequest& request,
                                   v1::RemoveSecretResponse* response) {
-  if (absl::Status status = config_.secrets().Remove(request.name()); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(config_.secrets().Remove(request.name()));
   response->set_name(request.name());
   return absl::OkStatus();
 }
 
 absl::Status Engine::AttachMemory(const v1::AttachMemoryRequest& request,
                                   v1::AttachMemoryResponse* response) {
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.name());
-  if (!row.ok()) {
-    return row.status();
-  }
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.name()));
   std::string kind;
   if (request.kind() == v1::MEMORY_KIND_FILESYSTEM) {
     kind = "filesystem";
@@ -181,30 +157,24 @@ absl::Status Engine::AttachMemory(const v1::AttachMemoryRequest& request,
     return contract::MakeError(absl::StatusCode::kInvalidArgument, "UNKNOWN_MEMORY_KIND",
                                "unknown memory kind (filesystem | native)");
   }
-  if (absl::Status status = RequireTerminal(*row, "change the memory backing"); !status.ok()) {
-    return status;
-  }
-  if (!row->memory_kind.empty() && row->memory_kind != kind) {
+  KT_RETURN_IF_ERROR(RequireTerminal(row, "change the memory backing"));
+  if (!row.memory_kind.empty() && row.memory_kind != kind) {
     return contract::MakeError(
         absl::StatusCode::kFailedPrecondition, reason::kInvalidState,
-        absl::StrCat("'", row->name, "' already has a ", row->memory_kind,
-                     " memory backing; detach it first (ktctl agent memory detach ", row->name,
+        absl::StrCat("'", row.name, "' already has a ", row.memory_kind,
+                     " memory backing; detach it first (ktctl agent memory detach ", row.name,
                      ")"));
   }
   if (kind == "filesystem") {
     // Created once; never walked, copied or deleted by the engine afterwards.
-    if (absl::Status status = fs::MakeDirs(MemoryDir(row->home), 0700); !status.ok()) {
-      return status;
-    }
+    KT_RETURN_IF_ERROR(fs::MakeDirs(MemoryDir(row.home), 0700));
   }
-  if (row->memory_kind != kind) {
-    row->memory_kind = kind;
-    if (absl::Status status = store_->UpdateInstance(*row); !status.ok()) {
-      return status;
-    }
+  if (row.memory_kind != kind) {
+    row.memory_kind = kind;
+    KT_RETURN_IF_ERROR(store_->UpdateInstance(row));
   }
-  v1::AgentInstance view = View(*row);
-  response->set_name(row->name);
+  v1::AgentInstance view = View(row);
+  response->set_name(row.name);
   *response->mutable_memory() = view.memory();
   if (kind == "filesystem" && !view.memory().declared()) {
     response->add_notices(
@@ -216,21 +186,14 @@ absl::Status Engine::AttachMemory(const v1::AttachMemoryRequest& request,
 
 absl::Status Engine::DetachMemory(const v1::DetachMemoryRequest& request,
                                   v1::DetachMemoryResponse* response) {
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.name());
-  if (!row.ok()) {
-    return row.status();
-  }
-  if (absl::Status status = RequireTerminal(*row, "change the memory backing"); !status.ok()) {
-    return status;
-  }
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.name()));
+  KT_RETURN_IF_ERROR(RequireTerminal(row, "change the memory backing"));
   // Metadata only: the memory/ directory and its bytes stay where they are.
-  if (!row->memory_kind.empty()) {
-    row->memory_kind.clear();
-    if (absl::Status status = store_->UpdateInstance(*row); !status.ok()) {
-      return status;
-    }
+  if (!row.memory_kind.empty()) {
+    row.memory_kind.clear();
+    KT_RETURN_IF_ERROR(store_->UpdateInstance(row));
   }
-  response->set_name(row->name);
+  response->set_name(row.name);
   return absl::OkStatus();
 }
 

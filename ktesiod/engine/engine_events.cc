@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/json_writer.h"
+#include "ktesio/contract/status_macros.h"
 #include "logs/segments.h"
 
 namespace ktesio::daemon::engine {
@@ -18,14 +19,9 @@ constexpr int64_t kBatch = 512;
 
 absl::StatusOr<uint64_t> Engine::Subscribe(const v1::SubscribeEventsRequest& request,
                                            EmitEvents emit, EndEvents end) {
-  if (absl::Status status = CheckStreamLimit(); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(CheckStreamLimit());
   if (!request.instance().empty()) {
-    absl::StatusOr<store::InstanceRow> row = registry_.Find(request.instance());
-    if (!row.ok()) {
-      return row.status();
-    }
+    KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.instance()));
   }
   Subscription subscription;
   subscription.instance = request.instance();
@@ -34,21 +30,15 @@ absl::StatusOr<uint64_t> Engine::Subscribe(const v1::SubscribeEventsRequest& req
   if (request.has_since_cursor()) {
     subscription.cursor = static_cast<int64_t>(request.since_cursor());
     int64_t first = 0;
-    absl::StatusOr<std::string> notice =
-        PrunedNotice(subscription.log, subscription.cursor, &first);
-    if (!notice.ok()) {
-      return notice.status();
-    }
-    if (!notice->empty()) {
-      pruned.set_notice(*notice);
+    KT_ASSIGN_OR_RETURN(std::string notice,
+                        PrunedNotice(subscription.log, subscription.cursor, &first));
+    if (!notice.empty()) {
+      pruned.set_notice(notice);
       pruned.set_first_available_cursor(static_cast<uint64_t>(first));
     }
   } else {
-    absl::StatusOr<int64_t> last = store_->LastCursor(subscription.log);
-    if (!last.ok()) {
-      return last.status();
-    }
-    subscription.cursor = *last;
+    KT_ASSIGN_OR_RETURN(int64_t last, store_->LastCursor(subscription.log));
+    subscription.cursor = last;
   }
   if (!pruned.notice().empty() && !emit(std::move(pruned))) {
     return contract::MakeError(absl::StatusCode::kInternal, contract::reason::kInternal,

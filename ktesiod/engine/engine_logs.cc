@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/utf8.h"
 
 namespace ktesio::daemon::engine {
@@ -63,45 +64,31 @@ void AddLines(const std::string& instance, std::vector<logs::LogRecord> records,
 }  // namespace
 
 absl::Status Engine::ReadLogs(const v1::ReadLogsRequest& request, v1::ReadLogsResponse* response) {
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(request.filter().name());
-  if (!row.ok()) {
-    return row.status();
-  }
-  absl::StatusOr<logs::LogQuery> query = QueryOf(request.filter());
-  if (!query.ok()) {
-    return query.status();
-  }
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.filter().name()));
+  KT_ASSIGN_OR_RETURN(logs::LogQuery query, QueryOf(request.filter()));
   if (request.filter().no_retained()) {
     return absl::OkStatus();
   }
-  AddLines(row->name, logs::ReadRetained(row->home + "/logs", *query, nullptr),
+  AddLines(row.name, logs::ReadRetained(row.home + "/logs", query, nullptr),
            response->mutable_lines());
   return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> Engine::StartFollow(const v1::LogFilter& filter, Emit emit,
                                              std::function<void(absl::Status)> end) {
-  if (absl::Status status = CheckStreamLimit(); !status.ok()) {
-    return status;
-  }
-  absl::StatusOr<store::InstanceRow> row = registry_.Find(filter.name());
-  if (!row.ok()) {
-    return row.status();
-  }
-  absl::StatusOr<logs::LogQuery> query = QueryOf(filter);
-  if (!query.ok()) {
-    return query.status();
-  }
-  const std::string log_dir = row->home + "/logs";
+  KT_RETURN_IF_ERROR(CheckStreamLimit());
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(filter.name()));
+  KT_ASSIGN_OR_RETURN(logs::LogQuery query, QueryOf(filter));
+  const std::string log_dir = row.home + "/logs";
   logs::Position position;
   v1::FollowLogsResponse retained;
-  std::vector<logs::LogRecord> kept = logs::ReadRetained(log_dir, *query, &position);
+  std::vector<logs::LogRecord> kept = logs::ReadRetained(log_dir, query, &position);
   if (!filter.no_retained()) {
-    AddLines(row->name, std::move(kept), retained.mutable_lines());
+    AddLines(row.name, std::move(kept), retained.mutable_lines());
   }
-  if (supervisor::RowState(*row) != supervisor::State::kRunning) {
+  if (supervisor::RowState(row) != supervisor::State::kRunning) {
     retained.set_end_note(
-        absl::StrCat("'", row->name, "' is ", row->state, ", not running: nothing more to follow"));
+        absl::StrCat("'", row.name, "' is ", row.state, ", not running: nothing more to follow"));
     emit(std::move(retained));
     end(absl::OkStatus());
     return 0;
@@ -110,13 +97,13 @@ absl::StatusOr<uint64_t> Engine::StartFollow(const v1::LogFilter& filter, Emit e
     emit(std::move(retained));
   }
   const uint64_t id = next_follow_++;
-  const std::string name = row->name;
+  const std::string name = row.name;
   Follow& follow = follows_[id];
   follow.instance = name;
   follow.emit = emit;
   follow.end = std::move(end);
   follow.follower = std::make_unique<logs::Follower>(
-      io_, log_dir, *query, position, [emit, name](std::vector<logs::LogRecord> records) {
+      io_, log_dir, query, position, [emit, name](std::vector<logs::LogRecord> records) {
         v1::FollowLogsResponse batch;
         AddLines(name, std::move(records), batch.mutable_lines());
         emit(std::move(batch));

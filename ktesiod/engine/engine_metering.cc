@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "fs/fs.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 #include "logs/segments.h"
 #include "metering/ledger.h"
 
@@ -61,11 +62,8 @@ absl::StatusOr<supervisor::Delivery> Engine::DeliverFor(const store::InstanceRow
   if (snapshot.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED) {
     return config_.Deliver(row, snapshot, "");
   }
-  absl::StatusOr<std::vector<config::Entry>> entries = config_.Effective(row);
-  if (!entries.ok()) {
-    return entries.status();
-  }
-  std::optional<std::string> url = config::Lookup(*entries, kUpstreamKey);
+  KT_ASSIGN_OR_RETURN(std::vector<config::Entry> entries, config_.Effective(row));
+  std::optional<std::string> url = config::Lookup(entries, kUpstreamKey);
   if (!url.has_value() || url->empty()) {
     return contract::MakeError(
         absl::StatusCode::kFailedPrecondition, contract::reason::kConfigInvalid,
@@ -73,26 +71,20 @@ absl::StatusOr<supervisor::Delivery> Engine::DeliverFor(const store::InstanceRow
                      "' is not set: set it to the provider's base URL (ktctl agent config set ",
                      row.name, " ", kUpstreamKey, " https://api.openai.com/v1)"));
   }
-  absl::StatusOr<metering::Upstream> upstream = metering::ParseUpstream(kUpstreamKey, *url);
-  if (!upstream.ok()) {
-    return upstream.status();
-  }
+  KT_ASSIGN_OR_RETURN(metering::Upstream upstream, metering::ParseUpstream(kUpstreamKey, *url));
   absl::StatusOr<int64_t> previous = store_->ProxyPort(row.id);
   const uint16_t preferred =
       previous.ok() && *previous > 0 && *previous < 65536 ? static_cast<uint16_t>(*previous) : 0;
   const std::string prefix = ProxyPathPrefix(proxy_key_.key, row.name, row.registered_at_ms);
   ::unlink((row.home + "/.proxy-path-legacy").c_str());  // a fresh start learns the path
-  absl::StatusOr<uint16_t> port =
-      proxy_->Open(row.name, *upstream, preferred, /*exact=*/false, prefix);
-  if (!port.ok()) {
-    return port.status();
-  }
-  if (absl::Status saved = store_->SetProxyPort(row.id, *port); !saved.ok()) {
+  KT_ASSIGN_OR_RETURN(uint16_t port,
+                      proxy_->Open(row.name, upstream, preferred, /*exact=*/false, prefix));
+  if (absl::Status saved = store_->SetProxyPort(row.id, port); !saved.ok()) {
     proxy_->Close(row.name);
     return saved;
   }
   absl::StatusOr<supervisor::Delivery> delivery =
-      config_.Deliver(row, snapshot, absl::StrCat("http://127.0.0.1:", *port, prefix));
+      config_.Deliver(row, snapshot, absl::StrCat("http://127.0.0.1:", port, prefix));
   if (!delivery.ok()) {
     proxy_->Close(row.name);
     return delivery.status();
@@ -245,41 +237,32 @@ void Engine::FlushObservedCalls() {
 
 absl::Status Engine::RecordObservedCalls(const std::string& name,
                                          const std::vector<metering::CallRecord>& records) {
-  absl::StatusOr<std::optional<store::InstanceRow>> found = store_->FindInstance(name);
-  if (!found.ok()) {
-    return found.status();
-  }
-  if (!found->has_value()) {
+  KT_ASSIGN_OR_RETURN(std::optional<store::InstanceRow> found, store_->FindInstance(name));
+  if (!found.has_value()) {
     return absl::OkStatus();  // removed meanwhile: nothing to charge
   }
-  const store::InstanceRow& row = **found;
+  const store::InstanceRow& row = *found;
   const int64_t run = row.current_run;
   const budget::Limits limits = config_.Limits(row);
   std::vector<budget::Breach> breaches;
   size_t known = 0;
   absl::Status status = store_->InTransaction([&]() -> absl::Status {
-    absl::StatusOr<int64_t> next = store_->NextSequence(row.id, run);
-    if (!next.ok()) {
-      return next.status();
-    }
-    absl::StatusOr<metering::LedgerWriter> ledger = metering::LedgerWriter::Begin(
-        *store_, row, run, "engine-observed", limits, clock_->NowUnixMs());
-    if (!ledger.ok()) {
-      return ledger.status();
-    }
-    uint64_t sequence = static_cast<uint64_t>(*next);
+    KT_ASSIGN_OR_RETURN(int64_t next, store_->NextSequence(row.id, run));
+    KT_ASSIGN_OR_RETURN(metering::LedgerWriter ledger,
+                        metering::LedgerWriter::Begin(*store_, row, run, "engine-observed", limits,
+                                                      clock_->NowUnixMs()));
+    uint64_t sequence = static_cast<uint64_t>(next);
     for (const metering::CallRecord& record : records) {
-      absl::StatusOr<bool> added =
-          record.known ? ledger->Add(sequence, record.usage.input, record.usage.output)
-                       : ledger->AddUnknown(sequence, metering::ApiShapeName(record.shape));
-      if (!added.ok()) {
-        return added.status();
-      }
+      // Whether the call was new is not needed: the sequence numbers are fresh.
+      KT_RETURN_IF_ERROR((record.known
+                              ? ledger.Add(sequence, record.usage.input, record.usage.output)
+                              : ledger.AddUnknown(sequence, metering::ApiShapeName(record.shape)))
+                             .status());
       ++sequence;
       known += record.known ? 1 : 0;
     }
-    breaches = ledger->breaches();
-    return ledger->Finish();
+    breaches = ledger.breaches();
+    return ledger.Finish();
   });
   if (!status.ok()) {
     log_->error("metered calls not recorded instance={} run={} calls={} error={}", row.name, run,

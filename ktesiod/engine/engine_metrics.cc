@@ -5,6 +5,7 @@
 #include "engine/engine.h"
 #include "engine/view.h"
 #include "ktesio/contract/declaration.h"
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/v1/version.h"
 
 namespace ktesio::daemon::engine {
@@ -53,11 +54,8 @@ absl::Status Engine::CollectMetrics(telemetry::MetricsSnapshot* snapshot,
   snapshot->api_version = std::string(v1::kApiVersion);
   snapshot->contract_version = std::string(contract::kContractVersion);
   snapshot->daemon_start_time_seconds = static_cast<double>(started_at_ms_) / 1000.0;
-  absl::StatusOr<std::vector<store::InstanceRow>> rows = store_->ListInstances();
-  if (!rows.ok()) {
-    return rows.status();
-  }
-  for (const store::InstanceRow& row : *rows) {
+  KT_ASSIGN_OR_RETURN(std::vector<store::InstanceRow> rows, store_->ListInstances());
+  for (const store::InstanceRow& row : rows) {
     const int index = snapshot->agents.instances_size();
     v1::AgentInstance* view = snapshot->agents.add_instances();
     *view = View(row);
@@ -65,13 +63,10 @@ absl::Status Engine::CollectMetrics(telemetry::MetricsSnapshot* snapshot,
       roots->push_back(*root);
     }
     if (view->metering_source() == v1::METERING_SOURCE_ENGINE_OBSERVED) {
-      absl::StatusOr<store::Store::UsageTotals> totals = store_->Usage(row.id, row.current_run);
-      if (!totals.ok()) {
-        return totals.status();
-      }
+      KT_ASSIGN_OR_RETURN(store::Store::UsageTotals totals, store_->Usage(row.id, row.current_run));
       telemetry::AgentCounters& counters = snapshot->counters[row.name];
-      counters.known_calls = totals->priced_events + totals->unpriced_events;
-      counters.unknown_calls = totals->unknown_calls;
+      counters.known_calls = totals.priced_events + totals.unpriced_events;
+      counters.unknown_calls = totals.unknown_calls;
     }
   }
   *snapshot->agents.mutable_totals() = BuildFleetTotals(snapshot->agents.instances());
@@ -82,21 +77,15 @@ absl::Status Engine::CollectMetrics(telemetry::MetricsSnapshot* snapshot,
       figures.upstream_errors = std::move(stats.upstream_errors);
     }
   }
-  absl::StatusOr<std::vector<store::Store::BreachCount>> breaches = store_->CountBreaches();
-  if (!breaches.ok()) {
-    return breaches.status();
-  }
-  for (const store::Store::BreachCount& breach : *breaches) {
+  KT_ASSIGN_OR_RETURN(std::vector<store::Store::BreachCount> breaches, store_->CountBreaches());
+  for (const store::Store::BreachCount& breach : breaches) {
     snapshot->counters[breach.instance].breaches_by_action[breach.action] = breach.count;
   }
-  absl::StatusOr<store::Store::EventCounts> events = store_->CountEvents(event_counts_cursor_);
-  if (!events.ok()) {
-    return events.status();
-  }
-  for (const auto& [type, count] : events->by_type) {
+  KT_ASSIGN_OR_RETURN(store::Store::EventCounts events, store_->CountEvents(event_counts_cursor_));
+  for (const auto& [type, count] : events.by_type) {
     event_counts_[type] += count;
   }
-  event_counts_cursor_ = events->last_cursor;
+  event_counts_cursor_ = events.last_cursor;
   snapshot->events_by_type = event_counts_;
   for (const auto& [key, histogram] : genai_) {
     const auto& [agent, provider, operation, token_type] = key;

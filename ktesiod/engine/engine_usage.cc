@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "fs/fs.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 #include "logs/segments.h"
 #include "metering/ingest.h"
 
@@ -255,18 +256,13 @@ void Engine::FillUsage(const store::InstanceRow& row, v1::UsageView* usage,
 
 absl::Status Engine::GetUsage(const v1::GetUsageRequest& request, v1::GetUsageResponse* response) {
   if (!request.name().empty()) {
-    absl::StatusOr<store::InstanceRow> row = registry_.Find(request.name());
-    if (!row.ok()) {
-      return row.status();
-    }
-    response->set_name(row->name);
-    FillUsage(*row, response->mutable_usage(), nullptr, nullptr);
+    KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.name()));
+    response->set_name(row.name);
+    FillUsage(row, response->mutable_usage(), nullptr, nullptr);
     return absl::OkStatus();
   }
   v1::ListAgentsResponse all;
-  if (absl::Status status = ListAgentViews(&all, false); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(ListAgentViews(&all, false));
   *response->mutable_totals() = all.totals();
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "fs/fs.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon::engine {
 
@@ -33,9 +34,7 @@ absl::StatusOr<ProxyKey> LoadProxyKey(const std::string& state_dir) {
     return contract::MakeError(absl::StatusCode::kInternal, contract::reason::kInternal,
                                "no random bytes for the metering proxy key");
   }
-  if (absl::Status status = fs::WriteFileAtomic(path, key, 0600); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(fs::WriteFileAtomic(path, key, 0600));
   return ProxyKey{std::move(key), true};
 }
 

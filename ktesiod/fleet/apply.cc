@@ -8,6 +8,7 @@
 #include "fleet/validate.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/labels.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon::fleet {
 namespace {
@@ -181,9 +182,7 @@ absl::StatusOr<std::vector<Current>> ReadCurrent(Engine& engine) {
   v1::ListAgentsRequest request;
   request.set_skip_resources(true);
   v1::ListAgentsResponse listed;
-  if (absl::Status status = engine.ListAgents(request, &listed); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(engine.ListAgents(request, &listed));
   std::vector<Current> current;
   for (const v1::AgentInstance& instance : listed.instances()) {
     Current c;

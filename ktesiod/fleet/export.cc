@@ -7,6 +7,7 @@
 #include "config/toml_io.h"
 #include "fleet/apply.h"
 #include "ktesio/contract/labels.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon::fleet {
 namespace {
@@ -94,16 +95,12 @@ absl::Status Export(engine::Engine& engine, const v1::ExportFleetRequest& reques
   list.set_selector(request.selector());
   list.set_skip_resources(true);
   v1::ListAgentsResponse listed;
-  if (absl::Status status = engine.ListAgents(list, &listed); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(engine.ListAgents(list, &listed));
   std::string name = request.name();
   if (name.empty()) {
     name = HostName();
   }
-  if (absl::Status s = contract::ValidateLabelValue(contract::kFleetLabel, name); !s.ok()) {
-    return s;
-  }
+  KT_RETURN_IF_ERROR(contract::ValidateLabelValue(contract::kFleetLabel, name));
   std::vector<TomlLeaf> leaves;
   std::vector<std::string> notes;
   for (const v1::AgentInstance& instance : listed.instances()) {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon::fs {
 namespace {
@@ -116,9 +117,7 @@ absl::Status MakeDirs(const std::string& path, mode_t mode, bool enforce_mode) {
   }
   std::string parent = DirName(path);
   if (parent != path && parent != "/" && parent != ".") {
-    if (absl::Status status = MakeDirs(parent, 0755); !status.ok()) {
-      return status;
-    }
+    KT_RETURN_IF_ERROR(MakeDirs(parent, 0755));
   }
   if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
     return IoError("cannot create directory", path, errno);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/usage_line.h"
 #include "metering/ledger.h"
 
@@ -58,11 +59,10 @@ absl::StatusOr<IngestResult> IngestUsageFile(store::Store& store, const store::I
     if (!ledger.ok()) {
       return ledger.status();
     }
-    absl::StatusOr<store::Statement> cursor =
-        store.db().Prepare("UPDATE runs SET usage_offset = ?3 WHERE instance_id = ?1 AND run = ?2");
-    if (!cursor.ok()) {
-      return cursor.status();
-    }
+    KT_ASSIGN_OR_RETURN(
+        store::Statement cursor,
+        store.db().Prepare(
+            "UPDATE runs SET usage_offset = ?3 WHERE instance_id = ?1 AND run = ?2"));
     size_t start = 0;
     while (start <= complete) {
       size_t nl = data.find('\n', start);
@@ -83,19 +83,14 @@ absl::StatusOr<IngestResult> IngestUsageFile(store::Store& store, const store::I
         result.malformed.push_back("a value exceeds the ledger's 64-bit signed range");
         continue;
       }
-      absl::StatusOr<bool> added =
-          ledger->Add(report.sequence, report.input_tokens, report.output_tokens);
-      if (!added.ok()) {
-        return added.status();
-      }
-      ++(*added ? result.accepted : result.duplicates);
+      KT_ASSIGN_OR_RETURN(bool added,
+                          ledger->Add(report.sequence, report.input_tokens, report.output_tokens));
+      ++(added ? result.accepted : result.duplicates);
     }
-    if (absl::Status finished = ledger->Finish(); !finished.ok()) {
-      return finished;
-    }
+    KT_RETURN_IF_ERROR(ledger->Finish());
     result.breaches = ledger->breaches();
-    cursor->Bind(1, row.id).Bind(2, run).Bind(3, new_offset);
-    return cursor->Run();
+    cursor.Bind(1, row.id).Bind(2, run).Bind(3, new_offset);
+    return cursor.Run();
   });
   if (!status.ok()) {
     return status;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ktesio/contract/json_writer.h"
+#include "ktesio/contract/status_macros.h"
 #include "logs/segments.h"
 
 namespace ktesio::daemon::metering {
@@ -19,34 +20,27 @@ absl::StatusOr<LedgerWriter> LedgerWriter::Begin(store::Store& store, const stor
   writer.now_ms_ = now_ms;
   writer.at_ = logs::FormatLogTime(now_ms);
   // Totals and fired dimensions as of this transaction: budgets see every earlier event.
-  absl::StatusOr<store::Store::UsageTotals> before = store.Usage(row.id, run);
-  if (!before.ok()) {
-    return before.status();
-  }
-  writer.totals_.run_tokens = before->run_input + before->run_output;
-  writer.totals_.cumulative_tokens = before->cumulative_input + before->cumulative_output;
+  KT_ASSIGN_OR_RETURN(store::Store::UsageTotals before, store.Usage(row.id, run));
+  writer.totals_.run_tokens = before.run_input + before.run_output;
+  writer.totals_.cumulative_tokens = before.cumulative_input + before.cumulative_output;
   if (limits.rate.has_value()) {
-    writer.totals_.run_dollars = before->run_micros;
-    writer.totals_.cumulative_dollars = before->cumulative_micros;
+    writer.totals_.run_dollars = before.run_micros;
+    writer.totals_.cumulative_dollars = before.cumulative_micros;
   }
-  absl::StatusOr<store::Statement> fired = store.db().Prepare(
-      "SELECT scope, dimension FROM breaches WHERE instance_id = ?1 AND run = ?2");
-  if (!fired.ok()) {
-    return fired.status();
-  }
-  fired->Bind(1, row.id).Bind(2, run);
+  KT_ASSIGN_OR_RETURN(
+      store::Statement fired,
+      store.db().Prepare(
+          "SELECT scope, dimension FROM breaches WHERE instance_id = ?1 AND run = ?2"));
+  fired.Bind(1, row.id).Bind(2, run);
   while (true) {
-    absl::StatusOr<bool> next = fired->Step();
-    if (!next.ok()) {
-      return next.status();
-    }
-    if (!*next) {
+    KT_ASSIGN_OR_RETURN(bool next, fired.Step());
+    if (!next) {
       break;
     }
     writer.fired_.insert(
-        {fired->ColumnText(0) == "run" ? budget::Scope::kRun : budget::Scope::kCumulative,
-         fired->ColumnText(1) == "tokens" ? budget::Dimension::kTokens
-                                          : budget::Dimension::kDollars});
+        {fired.ColumnText(0) == "run" ? budget::Scope::kRun : budget::Scope::kCumulative,
+         fired.ColumnText(1) == "tokens" ? budget::Dimension::kTokens
+                                         : budget::Dimension::kDollars});
   }
   struct {
     store::Statement* into;
@@ -68,11 +62,8 @@ absl::StatusOr<LedgerWriter> LedgerWriter::Begin(store::Store& store, const stor
        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
   };
   for (const auto& statement : statements) {
-    absl::StatusOr<store::Statement> prepared = store.db().Prepare(statement.sql);
-    if (!prepared.ok()) {
-      return prepared.status();
-    }
-    *statement.into = std::move(*prepared);
+    KT_ASSIGN_OR_RETURN(store::Statement prepared, store.db().Prepare(statement.sql));
+    *statement.into = std::move(prepared);
   }
   return writer;
 }
@@ -89,9 +80,7 @@ absl::StatusOr<bool> LedgerWriter::Add(uint64_t sequence, uint64_t input_tokens,
     cost = budget::PriceEvent(input_tokens, output_tokens, *limits_.rate);
   }
   insert_.Bind(8, cost);
-  if (absl::Status s = insert_.Run(); !s.ok()) {
-    return s;
-  }
+  KT_RETURN_IF_ERROR(insert_.Run());
   if (sqlite3_changes(store_->db().raw()) == 0) {
     return false;
   }
@@ -103,9 +92,7 @@ absl::StatusOr<bool> LedgerWriter::Add(uint64_t sequence, uint64_t input_tokens,
   payload.Key("sequence").Uint(sequence).Key("occurred_at").String(at_).EndObject();
   event_.Reset();
   event_.Bind(1, now_ms_).Bind(2, row_.name).Bind(3, payload.str());
-  if (absl::Status s = event_.Run(); !s.ok()) {
-    return s;
-  }
+  KT_RETURN_IF_ERROR(event_.Run());
   delta_.input = budget::SaturatingAdd(delta_.input, input_tokens);
   delta_.output = budget::SaturatingAdd(delta_.output, output_tokens);
   if (cost.has_value()) {
@@ -121,9 +108,7 @@ absl::StatusOr<bool> LedgerWriter::Add(uint64_t sequence, uint64_t input_tokens,
     totals_.run_dollars = budget::SaturatingAdd(*totals_.run_dollars, *cost);
     totals_.cumulative_dollars = budget::SaturatingAdd(*totals_.cumulative_dollars, *cost);
   }
-  if (absl::Status s = RecordBreaches(); !s.ok()) {
-    return s;
-  }
+  KT_RETURN_IF_ERROR(RecordBreaches());
   return true;
 }
 
@@ -131,9 +116,7 @@ absl::StatusOr<bool> LedgerWriter::AddUnknown(uint64_t sequence, std::string_vie
   unknown_.Reset();
   unknown_.Bind(1, row_.id).Bind(2, run_).Bind(3, static_cast<int64_t>(sequence));
   unknown_.Bind(4, source_).Bind(5, api).Bind(6, now_ms_);
-  if (absl::Status s = unknown_.Run(); !s.ok()) {
-    return s;
-  }
+  KT_RETURN_IF_ERROR(unknown_.Run());
   if (sqlite3_changes(store_->db().raw()) == 0) {
     return false;
   }
@@ -185,9 +168,7 @@ absl::Status LedgerWriter::RecordBreaches() {
     // A pause or stop is pending until the instance leaves running for this run (the engine
     // clears it then); a daemon that crashes first acts on it at its next start.
     breach_.Bind(9, static_cast<int64_t>(limits_.action != budget::Action::kWarn ? 1 : 0));
-    if (absl::Status s = breach_.Run(); !s.ok()) {
-      return s;
-    }
+    KT_RETURN_IF_ERROR(breach_.Run());
     contract::JsonWriter payload;
     payload.BeginObject().Key("schema_version").Int(1).Key("instance").String(row_.name);
     payload.Key("run_id").Int(run_).Key("scope").String(budget::ScopeName(crossed.scope));
@@ -198,9 +179,7 @@ absl::Status LedgerWriter::RecordBreaches() {
     payload.Key("at").String(at_).EndObject();
     breach_event_.Reset();
     breach_event_.Bind(1, now_ms_).Bind(2, row_.name).Bind(3, payload.str());
-    if (absl::Status s = breach_event_.Run(); !s.ok()) {
-      return s;
-    }
+    KT_RETURN_IF_ERROR(breach_event_.Run());
     breaches_.push_back(crossed);
   }
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon {
 namespace {
@@ -106,9 +107,7 @@ absl::StatusOr<DaemonPaths> ResolveDaemonPaths(const PathOverrides& overrides,
     }
     socket = absl::StrCat(cwd, "/", socket);
   }
-  if (absl::Status status = ValidateSocketPath(socket); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(ValidateSocketPath(socket));
   paths.socket_path = socket;
 
   paths.config_path = overrides.config_path;

@@ -9,6 +9,7 @@
 #include "fs/fs.h"
 #include "ktesio/contract/adapter.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 #include "paths/paths.h"
 #include "registry/snapshot.h"
 
@@ -31,11 +32,8 @@ absl::StatusOr<std::unique_ptr<contract::Adapter>> ResolveAdapter(
           return contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
                                      "manifest source names neither content nor a path");
         }
-        absl::StatusOr<std::string> read = ReadManifestAt(source.path(), manifest_path);
-        if (!read.ok()) {
-          return read.status();
-        }
-        content = std::move(*read);
+        KT_ASSIGN_OR_RETURN(std::string read, ReadManifestAt(source.path(), manifest_path));
+        content = std::move(read);
       }
       return contract::LoadManifestAdapter(
           content, manifest_path->empty() ? "adapter.toml" : *manifest_path);
@@ -50,9 +48,7 @@ absl::StatusOr<std::unique_ptr<contract::Adapter>> ResolveAdapter(
 absl::Status CheckFileTargets(const v1::AdapterSnapshot& snapshot, const std::string& home) {
   for (const auto& [key, target] : snapshot.config()) {
     if (target.has_file()) {
-      if (absl::Status status = fs::CheckConfined(home, target.file().path()); !status.ok()) {
-        return status;
-      }
+      KT_RETURN_IF_ERROR(fs::CheckConfined(home, target.file().path()));
     }
   }
   return absl::OkStatus();
@@ -83,28 +79,18 @@ absl::StatusOr<std::string> ReadManifestAt(const std::string& path, std::string*
 
 absl::StatusOr<v1::AdapterSnapshot> PreviewSnapshot(const v1::RegisterAgentRequest& request) {
   std::string manifest_path;
-  absl::StatusOr<std::unique_ptr<contract::Adapter>> adapter =
-      ResolveAdapter(request, &manifest_path);
-  if (!adapter.ok()) {
-    return adapter.status();
-  }
-  return ToSnapshot((*adapter)->Declaration(), (*adapter)->IsBuiltin(), manifest_path);
+  KT_ASSIGN_OR_RETURN(std::unique_ptr<contract::Adapter> adapter,
+                      ResolveAdapter(request, &manifest_path));
+  return ToSnapshot((adapter)->Declaration(), (adapter)->IsBuiltin(), manifest_path);
 }
 
 absl::StatusOr<store::InstanceRow> Registry::Register(const v1::RegisterAgentRequest& request) {
-  if (absl::Status status = ValidateInstanceName(request.name()); !status.ok()) {
-    return status;
-  }
-  absl::StatusOr<v1::AdapterSnapshot> previewed = PreviewSnapshot(request);
-  if (!previewed.ok()) {
-    return previewed.status();
-  }
-  v1::AdapterSnapshot& snapshot = *previewed;
-  absl::StatusOr<std::optional<store::InstanceRow>> existing = store_.FindInstance(request.name());
-  if (!existing.ok()) {
-    return existing.status();
-  }
-  if (existing->has_value()) {
+  KT_RETURN_IF_ERROR(ValidateInstanceName(request.name()));
+  KT_ASSIGN_OR_RETURN(v1::AdapterSnapshot previewed, PreviewSnapshot(request));
+  v1::AdapterSnapshot& snapshot = previewed;
+  KT_ASSIGN_OR_RETURN(std::optional<store::InstanceRow> existing,
+                      store_.FindInstance(request.name()));
+  if (existing.has_value()) {
     return contract::MakeError(absl::StatusCode::kAlreadyExists, reason::kDuplicateName,
                                absl::StrCat("an Agent Instance named '", request.name(),
                                             "' already exists (remove it "
@@ -155,24 +141,17 @@ absl::StatusOr<store::InstanceRow> Registry::Register(const v1::RegisterAgentReq
 }
 
 absl::StatusOr<store::InstanceRow> Registry::Find(const std::string& name) {
-  if (absl::Status status = ValidateInstanceName(name); !status.ok()) {
-    return status;
-  }
-  absl::StatusOr<std::optional<store::InstanceRow>> row = store_.FindInstance(name);
-  if (!row.ok()) {
-    return row.status();
-  }
-  if (!row->has_value()) {
+  KT_RETURN_IF_ERROR(ValidateInstanceName(name));
+  KT_ASSIGN_OR_RETURN(std::optional<store::InstanceRow> row, store_.FindInstance(name));
+  if (!row.has_value()) {
     return contract::MakeError(absl::StatusCode::kNotFound, reason::kNotFound,
                                absl::StrCat("no Agent Instance named '", name, "'"));
   }
-  return std::move(**row);
+  return std::move(*row);
 }
 
 absl::Status Registry::Remove(const store::InstanceRow& row, bool delete_home) {
-  if (absl::Status status = store_.DeleteInstance(row.id); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(store_.DeleteInstance(row.id));
   if (delete_home && row.home == AgentHomePath(state_dir_, row.name)) {
     return fs::RemoveTree(row.home);
   }

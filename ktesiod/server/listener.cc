@@ -21,6 +21,7 @@
 #include "fs/fs.h"
 #include "grpcpp/server_posix.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 #include "paths/paths.h"
 
 namespace ktesio::daemon::server {
@@ -143,15 +144,11 @@ std::optional<PeerCredentials> PeerTable::Lookup(const std::string& grpc_peer) c
 
 absl::StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& path, mode_t mode,
                                                          std::optional<gid_t> group) {
-  if (absl::Status status = ValidateSocketPath(path); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(ValidateSocketPath(path));
   sockaddr_un addr;
   FillAddress(path, &addr);
   const std::string dir = DirName(path);
-  if (absl::Status status = fs::MakeDirs(dir, group.has_value() ? 0750 : 0700); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(fs::MakeDirs(dir, group.has_value() ? 0750 : 0700));
   if (group.has_value()) {
     if (chown(dir.c_str(), static_cast<uid_t>(-1), *group) != 0) {
       return Errno("cannot set the group of", dir);

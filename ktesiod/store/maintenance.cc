@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 #include "store/sqlite.h"
 #include "store/store.h"
 
@@ -17,11 +18,8 @@ absl::Status StoreError(absl::StatusCode code, std::string message) {
 // Steps `sql` to the end, calling `row(stmt)` per row.
 template <typename Fn>
 absl::Status ForEachRow(Database& db, const std::string& sql, Fn row) {
-  absl::StatusOr<Statement> stmt = db.Prepare(sql);
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  return stmt->ForEach(row);
+  KT_ASSIGN_OR_RETURN(Statement stmt, db.Prepare(sql));
+  return stmt.ForEach(row);
 }
 
 }  // namespace
@@ -30,16 +28,10 @@ absl::Status WriteConsistentCopy(const std::string& db_path, const std::string& 
   if (access(dest.c_str(), F_OK) == 0) {
     return StoreError(absl::StatusCode::kAlreadyExists, absl::StrCat(dest, " already exists"));
   }
-  absl::StatusOr<Database> db = Database::OpenReadOnly(db_path);
-  if (!db.ok()) {
-    return db.status();
-  }
-  absl::StatusOr<Statement> stmt = db->Prepare("VACUUM INTO ?1");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, dest);
-  if (absl::Status status = stmt->Run(); !status.ok()) {
+  KT_ASSIGN_OR_RETURN(Database db, Database::OpenReadOnly(db_path));
+  KT_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("VACUUM INTO ?1"));
+  stmt.Bind(1, dest);
+  if (absl::Status status = stmt.Run(); !status.ok()) {
     unlink(dest.c_str());
     return StoreError(status.code(),
                       absl::StrCat("copying ", db_path, " failed: ", status.message()));
@@ -48,12 +40,9 @@ absl::Status WriteConsistentCopy(const std::string& db_path, const std::string& 
 }
 
 absl::StatusOr<StoreInspection> InspectStore(const std::string& path) {
-  absl::StatusOr<Database> db = Database::OpenReadOnly(path);
-  if (!db.ok()) {
-    return db.status();
-  }
+  KT_ASSIGN_OR_RETURN(Database db, Database::OpenReadOnly(path));
   StoreInspection inspection;
-  if (absl::Status status = ForEachRow(*db, "PRAGMA user_version",
+  if (absl::Status status = ForEachRow(db, "PRAGMA user_version",
                                        [&](const Statement& s) {
                                          inspection.schema_version =
                                              static_cast<int>(s.ColumnInt(0));
@@ -63,7 +52,7 @@ absl::StatusOr<StoreInspection> InspectStore(const std::string& path) {
                       absl::StrCat(path, ": not a readable store: ", status.message()));
   }
   if (absl::Status status =
-          ForEachRow(*db, "PRAGMA integrity_check(20)",
+          ForEachRow(db, "PRAGMA integrity_check(20)",
                      [&](const Statement& s) { inspection.integrity.push_back(s.ColumnText(0)); });
       !status.ok()) {
     inspection.integrity = {absl::StrCat("integrity check failed: ", status.message())};
@@ -74,15 +63,15 @@ absl::StatusOr<StoreInspection> InspectStore(const std::string& path) {
     return inspection;
   }
   absl::Status status = ForEachRow(
-      *db, "SELECT name, state, home FROM instances ORDER BY name", [&](const Statement& s) {
+      db, "SELECT name, state, home FROM instances ORDER BY name", [&](const Statement& s) {
         inspection.instances.push_back({s.ColumnText(0), s.ColumnText(1), s.ColumnText(2)});
       });
   if (status.ok()) {
-    status = ForEachRow(*db, "SELECT count(*) FROM events",
+    status = ForEachRow(db, "SELECT count(*) FROM events",
                         [&](const Statement& s) { inspection.events = s.ColumnInt(0); });
   }
   if (status.ok() && inspection.schema_version >= 3) {
-    status = ForEachRow(*db, "SELECT count(*) FROM usage_events",
+    status = ForEachRow(db, "SELECT count(*) FROM usage_events",
                         [&](const Statement& s) { inspection.ledger_rows = s.ColumnInt(0); });
   }
   if (!status.ok()) {

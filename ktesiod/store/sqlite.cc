@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon::store {
 
@@ -151,11 +152,8 @@ absl::StatusOr<bool> Statement::Step() {
 
 absl::Status Statement::Run() {
   while (true) {
-    absl::StatusOr<bool> row = Step();
-    if (!row.ok()) {
-      return row.status();
-    }
-    if (!*row) {
+    KT_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) {
       return absl::OkStatus();
     }
   }
@@ -297,9 +295,7 @@ int64_t Database::Changes() const { return sqlite3_changes64(db_); }
 int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
 
 absl::StatusOr<Transaction> Transaction::Begin(Database& db) {
-  if (absl::Status status = db.Exec("BEGIN IMMEDIATE"); !status.ok()) {
-    return status;
-  }
+  KT_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
   return Transaction(&db);
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon::store {
 namespace {
@@ -226,15 +227,9 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
 }
 
 absl::StatusOr<int> Store::SchemaVersion() {
-  absl::StatusOr<Statement> stmt = db_.Prepare("PRAGMA user_version");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) {
-    return row.status();
-  }
-  return static_cast<int>(stmt->ColumnInt(0));
+  KT_ASSIGN_OR_RETURN(Statement stmt, db_.Prepare("PRAGMA user_version"));
+  KT_RETURN_IF_ERROR(stmt.Step().status());
+  return static_cast<int>(stmt.ColumnInt(0));
 }
 
 absl::Status Store::Migrate() {
@@ -253,9 +248,7 @@ absl::Status Store::Migrate() {
   }
   for (int next = *version + 1; next <= kSchemaVersion; ++next) {
     absl::Status status = InTransaction([&]() -> absl::Status {
-      if (absl::Status s = db_.Exec(kMigrations[next - 1]); !s.ok()) {
-        return s;
-      }
+      KT_RETURN_IF_ERROR(db_.Exec(kMigrations[next - 1]));
       return db_.Exec(absl::StrCat("PRAGMA user_version=", next));
     });
     if (!status.ok()) {
@@ -266,218 +259,171 @@ absl::Status Store::Migrate() {
 }
 
 absl::Status Store::InsertInstance(InstanceRow& row) {
-  absl::StatusOr<Statement> stmt = db_.Prepare(
-      "INSERT INTO instances (name, kind, snapshot, state, cause, state_since_ms, restart_count, "
-      "registered_at_ms, home, pid, pid_start_time, started_at_ms, current_run, memory_kind) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, row.name).Bind(2, row.kind).BindBlob(3, row.snapshot).Bind(4, row.state);
-  stmt->Bind(5, row.cause).Bind(6, row.state_since_ms).Bind(7, row.restart_count);
-  stmt->Bind(8, row.registered_at_ms).Bind(9, row.home).Bind(10, row.pid);
-  stmt->Bind(11, row.pid_start_time).Bind(12, row.started_at_ms).Bind(13, row.current_run);
-  stmt->Bind(14, row.memory_kind);
-  if (absl::Status status = stmt->Run(); !status.ok()) {
-    return status;
-  }
+  KT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_.Prepare(
+          "INSERT INTO instances (name, kind, snapshot, state, cause, state_since_ms, "
+          "restart_count, "
+          "registered_at_ms, home, pid, pid_start_time, started_at_ms, current_run, memory_kind) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"));
+  stmt.Bind(1, row.name).Bind(2, row.kind).BindBlob(3, row.snapshot).Bind(4, row.state);
+  stmt.Bind(5, row.cause).Bind(6, row.state_since_ms).Bind(7, row.restart_count);
+  stmt.Bind(8, row.registered_at_ms).Bind(9, row.home).Bind(10, row.pid);
+  stmt.Bind(11, row.pid_start_time).Bind(12, row.started_at_ms).Bind(13, row.current_run);
+  stmt.Bind(14, row.memory_kind);
+  KT_RETURN_IF_ERROR(stmt.Run());
   row.id = db_.LastInsertRowId();
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<InstanceRow>> Store::FindInstance(const std::string& name) {
-  absl::StatusOr<Statement> stmt =
-      db_.Prepare(absl::StrCat("SELECT ", kInstanceColumns, " FROM instances WHERE name = ?1"));
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, name);
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) {
-    return row.status();
-  }
-  if (!*row) {
+  KT_ASSIGN_OR_RETURN(Statement stmt, db_.Prepare(absl::StrCat("SELECT ", kInstanceColumns,
+                                                               " FROM instances WHERE name = ?1")));
+  stmt.Bind(1, name);
+  KT_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+  if (!row) {
     return std::optional<InstanceRow>();
   }
-  return std::optional<InstanceRow>(ReadInstance(*stmt));
+  return std::optional<InstanceRow>(ReadInstance(stmt));
 }
 
 absl::StatusOr<std::vector<InstanceRow>> Store::ListInstances() {
-  absl::StatusOr<Statement> stmt =
-      db_.Prepare(absl::StrCat("SELECT ", kInstanceColumns, " FROM instances ORDER BY name"));
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
+  KT_ASSIGN_OR_RETURN(Statement stmt, db_.Prepare(absl::StrCat("SELECT ", kInstanceColumns,
+                                                               " FROM instances ORDER BY name")));
   std::vector<InstanceRow> rows;
   while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
-    if (!row.ok()) {
-      return row.status();
-    }
-    if (!*row) {
+    KT_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) {
       return rows;
     }
-    rows.push_back(ReadInstance(*stmt));
+    rows.push_back(ReadInstance(stmt));
   }
 }
 
 absl::Status Store::UpdateInstance(const InstanceRow& row) {
-  absl::StatusOr<Statement> stmt = db_.Prepare(
-      "UPDATE instances SET state = ?2, cause = ?3, state_since_ms = ?4, restart_count = ?5, "
-      "pid = ?6, pid_start_time = ?7, started_at_ms = ?8, current_run = ?9, memory_kind = ?10, "
-      "shim_pid = ?11, shim_start_time = ?12, boot_id = ?13, crash_streak = ?14, last_exit = ?15 "
-      "WHERE id = ?1");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, row.id).Bind(2, row.state).Bind(3, row.cause).Bind(4, row.state_since_ms);
-  stmt->Bind(5, row.restart_count).Bind(6, row.pid).Bind(7, row.pid_start_time);
-  stmt->Bind(8, row.started_at_ms).Bind(9, row.current_run).Bind(10, row.memory_kind);
-  stmt->Bind(11, row.shim_pid).Bind(12, row.shim_start_time).Bind(13, row.boot_id);
-  stmt->Bind(14, row.crash_streak).Bind(15, row.last_exit);
-  return stmt->Run();
+  KT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_.Prepare(
+          "UPDATE instances SET state = ?2, cause = ?3, state_since_ms = ?4, restart_count = ?5, "
+          "pid = ?6, pid_start_time = ?7, started_at_ms = ?8, current_run = ?9, memory_kind = ?10, "
+          "shim_pid = ?11, shim_start_time = ?12, boot_id = ?13, crash_streak = ?14, last_exit = "
+          "?15 "
+          "WHERE id = ?1"));
+  stmt.Bind(1, row.id).Bind(2, row.state).Bind(3, row.cause).Bind(4, row.state_since_ms);
+  stmt.Bind(5, row.restart_count).Bind(6, row.pid).Bind(7, row.pid_start_time);
+  stmt.Bind(8, row.started_at_ms).Bind(9, row.current_run).Bind(10, row.memory_kind);
+  stmt.Bind(11, row.shim_pid).Bind(12, row.shim_start_time).Bind(13, row.boot_id);
+  stmt.Bind(14, row.crash_streak).Bind(15, row.last_exit);
+  return stmt.Run();
 }
 
 absl::Status Store::BeginRun(int64_t instance_id, int64_t run, int64_t started_at_ms) {
-  absl::StatusOr<Statement> stmt = db_.Prepare(
-      "INSERT OR REPLACE INTO runs (instance_id, run, started_at_ms) VALUES (?1, ?2, ?3)");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, instance_id).Bind(2, run).Bind(3, started_at_ms);
-  return stmt->Run();
+  KT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_.Prepare(
+          "INSERT OR REPLACE INTO runs (instance_id, run, started_at_ms) VALUES (?1, ?2, ?3)"));
+  stmt.Bind(1, instance_id).Bind(2, run).Bind(3, started_at_ms);
+  return stmt.Run();
 }
 
 absl::Status Store::EndRun(int64_t instance_id, int64_t run, int64_t ended_at_ms,
                            const std::string& cause) {
-  absl::StatusOr<Statement> stmt = db_.Prepare(
-      "UPDATE runs SET ended_at_ms = ?3, end_cause = ?4 WHERE instance_id = ?1 AND run = ?2 "
-      "AND ended_at_ms IS NULL");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, instance_id).Bind(2, run).Bind(3, ended_at_ms).Bind(4, cause);
-  return stmt->Run();
+  KT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_.Prepare(
+          "UPDATE runs SET ended_at_ms = ?3, end_cause = ?4 WHERE instance_id = ?1 AND run = ?2 "
+          "AND ended_at_ms IS NULL"));
+  stmt.Bind(1, instance_id).Bind(2, run).Bind(3, ended_at_ms).Bind(4, cause);
+  return stmt.Run();
 }
 
 absl::Status Store::DeleteInstance(int64_t id) {
-  absl::StatusOr<Statement> stmt = db_.Prepare("DELETE FROM instances WHERE id = ?1");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, id);
-  return stmt->Run();
+  KT_ASSIGN_OR_RETURN(Statement stmt, db_.Prepare("DELETE FROM instances WHERE id = ?1"));
+  stmt.Bind(1, id);
+  return stmt.Run();
 }
 
 absl::StatusOr<int64_t> Store::AppendEvent(const EventRow& event, EventLog log) {
-  absl::StatusOr<Statement> stmt = db_.Prepare(
-      log == EventLog::kEvents
-          ? "INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)"
-          : "INSERT INTO audit_log (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, event.at_ms).Bind(2, event.instance).Bind(3, event.type);
-  stmt->Bind(4, event.payload_json);
-  if (absl::Status status = stmt->Run(); !status.ok()) {
-    return status;
-  }
+  KT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_.Prepare(
+          log == EventLog::kEvents
+              ? "INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)"
+              : "INSERT INTO audit_log (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)"));
+  stmt.Bind(1, event.at_ms).Bind(2, event.instance).Bind(3, event.type);
+  stmt.Bind(4, event.payload_json);
+  KT_RETURN_IF_ERROR(stmt.Run());
   return db_.LastInsertRowId();
 }
 
 absl::StatusOr<Store::UsageTotals> Store::Usage(int64_t instance_id, int64_t run) {
-  absl::StatusOr<Statement> stmt = db_.Prepare(
-      "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
-      "COALESCE(SUM(CASE WHEN run = ?2 THEN input_tokens END), 0), "
-      "COALESCE(SUM(CASE WHEN run = ?2 THEN output_tokens END), 0), "
-      "COALESCE(SUM(cost_micros), 0), "
-      "COALESCE(SUM(CASE WHEN run = ?2 THEN cost_micros END), 0), "
-      "COALESCE(SUM(priced_events), 0), COALESCE(SUM(unpriced_events), 0), "
-      "COALESCE(SUM(unknown_calls), 0) "
-      "FROM usage_totals WHERE instance_id = ?1");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, instance_id).Bind(2, run);
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) {
-    return row.status();
-  }
+  KT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_.Prepare("SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
+                  "COALESCE(SUM(CASE WHEN run = ?2 THEN input_tokens END), 0), "
+                  "COALESCE(SUM(CASE WHEN run = ?2 THEN output_tokens END), 0), "
+                  "COALESCE(SUM(cost_micros), 0), "
+                  "COALESCE(SUM(CASE WHEN run = ?2 THEN cost_micros END), 0), "
+                  "COALESCE(SUM(priced_events), 0), COALESCE(SUM(unpriced_events), 0), "
+                  "COALESCE(SUM(unknown_calls), 0) "
+                  "FROM usage_totals WHERE instance_id = ?1"));
+  stmt.Bind(1, instance_id).Bind(2, run);
+  KT_RETURN_IF_ERROR(stmt.Step().status());
   UsageTotals totals;
-  totals.cumulative_input = static_cast<uint64_t>(stmt->ColumnInt(0));
-  totals.cumulative_output = static_cast<uint64_t>(stmt->ColumnInt(1));
-  totals.run_input = static_cast<uint64_t>(stmt->ColumnInt(2));
-  totals.run_output = static_cast<uint64_t>(stmt->ColumnInt(3));
-  totals.cumulative_micros = stmt->ColumnInt(4);
-  totals.run_micros = stmt->ColumnInt(5);
-  totals.priced_events = static_cast<uint64_t>(stmt->ColumnInt(6));
-  totals.unpriced_events = static_cast<uint64_t>(stmt->ColumnInt(7));
-  totals.unknown_calls = static_cast<uint64_t>(stmt->ColumnInt(8));
+  totals.cumulative_input = static_cast<uint64_t>(stmt.ColumnInt(0));
+  totals.cumulative_output = static_cast<uint64_t>(stmt.ColumnInt(1));
+  totals.run_input = static_cast<uint64_t>(stmt.ColumnInt(2));
+  totals.run_output = static_cast<uint64_t>(stmt.ColumnInt(3));
+  totals.cumulative_micros = stmt.ColumnInt(4);
+  totals.run_micros = stmt.ColumnInt(5);
+  totals.priced_events = static_cast<uint64_t>(stmt.ColumnInt(6));
+  totals.unpriced_events = static_cast<uint64_t>(stmt.ColumnInt(7));
+  totals.unknown_calls = static_cast<uint64_t>(stmt.ColumnInt(8));
   return totals;
 }
 
 absl::StatusOr<int64_t> Store::NextSequence(int64_t instance_id, int64_t run) {
-  absl::StatusOr<Statement> stmt = db_.Prepare(
-      "SELECT MAX(COALESCE((SELECT MAX(sequence) + 1 FROM usage_events WHERE instance_id = ?1 "
-      "AND run = ?2), 0), COALESCE((SELECT MAX(sequence) + 1 FROM unknown_usage WHERE "
-      "instance_id = ?1 AND run = ?2), 0))");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, instance_id).Bind(2, run);
-  if (absl::StatusOr<bool> row = stmt->Step(); !row.ok()) {
+  KT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_.Prepare(
+          "SELECT MAX(COALESCE((SELECT MAX(sequence) + 1 FROM usage_events WHERE instance_id = ?1 "
+          "AND run = ?2), 0), COALESCE((SELECT MAX(sequence) + 1 FROM unknown_usage WHERE "
+          "instance_id = ?1 AND run = ?2), 0))"));
+  stmt.Bind(1, instance_id).Bind(2, run);
+  if (absl::StatusOr<bool> row = stmt.Step(); !row.ok()) {
     return row.status();
   }
-  return stmt->ColumnInt(0);
+  return stmt.ColumnInt(0);
 }
 
 absl::StatusOr<int64_t> Store::ProxyPort(int64_t instance_id) {
-  absl::StatusOr<Statement> stmt = db_.Prepare("SELECT proxy_port FROM instances WHERE id = ?1");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, instance_id);
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) {
-    return row.status();
-  }
-  return *row ? stmt->ColumnInt(0) : 0;
+  KT_ASSIGN_OR_RETURN(Statement stmt,
+                      db_.Prepare("SELECT proxy_port FROM instances WHERE id = ?1"));
+  stmt.Bind(1, instance_id);
+  KT_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+  return row ? stmt.ColumnInt(0) : 0;
 }
 
 absl::Status Store::SetProxyPort(int64_t instance_id, int64_t port) {
-  absl::StatusOr<Statement> stmt =
-      db_.Prepare("UPDATE instances SET proxy_port = ?2 WHERE id = ?1");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, instance_id).Bind(2, port);
-  return stmt->Run();
+  KT_ASSIGN_OR_RETURN(Statement stmt,
+                      db_.Prepare("UPDATE instances SET proxy_port = ?2 WHERE id = ?1"));
+  stmt.Bind(1, instance_id).Bind(2, port);
+  return stmt.Run();
 }
 
 absl::StatusOr<int64_t> Store::UsageOffset(int64_t instance_id, int64_t run) {
-  absl::StatusOr<Statement> stmt =
-      db_.Prepare("SELECT usage_offset FROM runs WHERE instance_id = ?1 AND run = ?2");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, instance_id).Bind(2, run);
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) {
-    return row.status();
-  }
-  return *row ? stmt->ColumnInt(0) : 0;
+  KT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_.Prepare("SELECT usage_offset FROM runs WHERE instance_id = ?1 AND run = ?2"));
+  stmt.Bind(1, instance_id).Bind(2, run);
+  KT_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+  return row ? stmt.ColumnInt(0) : 0;
 }
 
 absl::StatusOr<int64_t> Store::QueryInt(const char* sql) {
-  absl::StatusOr<Statement> stmt = db_.Prepare(sql);
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) {
-    return row.status();
-  }
-  return *row ? stmt->ColumnInt(0) : 0;
+  KT_ASSIGN_OR_RETURN(Statement stmt, db_.Prepare(sql));
+  KT_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+  return row ? stmt.ColumnInt(0) : 0;
 }
 
 absl::StatusOr<int64_t> Store::CountInstances() {
@@ -491,27 +437,23 @@ absl::StatusOr<int64_t> Store::LastCursor(EventLog log) {
 
 absl::StatusOr<std::vector<EventRow>> Store::ReadEvents(int64_t after, const std::string& instance,
                                                         int64_t limit, EventLog log) {
-  absl::StatusOr<Statement> stmt = db_.Prepare(
-      log == EventLog::kEvents
-          ? "SELECT cursor, at_ms, instance, type, payload FROM events "
-            "WHERE cursor > ?1 AND (?2 = '' OR instance = ?2) ORDER BY cursor LIMIT ?3"
-          : "SELECT cursor, at_ms, instance, type, payload FROM audit_log "
-            "WHERE cursor > ?1 AND (?2 = '' OR instance = ?2) ORDER BY cursor LIMIT ?3");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, after).Bind(2, instance).Bind(3, limit);
+  KT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_.Prepare(
+          log == EventLog::kEvents
+              ? "SELECT cursor, at_ms, instance, type, payload FROM events "
+                "WHERE cursor > ?1 AND (?2 = '' OR instance = ?2) ORDER BY cursor LIMIT ?3"
+              : "SELECT cursor, at_ms, instance, type, payload FROM audit_log "
+                "WHERE cursor > ?1 AND (?2 = '' OR instance = ?2) ORDER BY cursor LIMIT ?3"));
+  stmt.Bind(1, after).Bind(2, instance).Bind(3, limit);
   std::vector<EventRow> events;
   while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
-    if (!row.ok()) {
-      return row.status();
-    }
-    if (!*row) {
+    KT_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) {
       return events;
     }
-    events.push_back(EventRow{stmt->ColumnInt(0), stmt->ColumnInt(1), stmt->ColumnText(2),
-                              stmt->ColumnText(3), stmt->ColumnText(4)});
+    events.push_back(EventRow{stmt.ColumnInt(0), stmt.ColumnInt(1), stmt.ColumnText(2),
+                              stmt.ColumnText(3), stmt.ColumnText(4)});
   }
 }
 

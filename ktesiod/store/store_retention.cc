@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "ktesio/contract/status_macros.h"
 #include "store/store.h"
 
 namespace ktesio::daemon::store {
@@ -14,21 +15,19 @@ absl::StatusOr<int64_t> Store::PruneEvents(EventLog log, int64_t before_ms, int6
     keep_max = std::numeric_limits<int64_t>::max() / 2;
   }
   // Never the newest row: its cursor is what a resuming subscriber compares with.
-  absl::StatusOr<Statement> stmt = db_.Prepare(
-      log == EventLog::kEvents
-          ? "DELETE FROM events WHERE cursor IN (SELECT cursor FROM events WHERE cursor < "
-            "(SELECT MAX(cursor) FROM events) AND (at_ms < ?1 OR cursor <= (SELECT MAX(cursor) "
-            "FROM events) - ?2) ORDER BY cursor LIMIT ?3)"
-          : "DELETE FROM audit_log WHERE cursor IN (SELECT cursor FROM audit_log WHERE cursor < "
-            "(SELECT MAX(cursor) FROM audit_log) AND (at_ms < ?1 OR cursor <= (SELECT "
-            "MAX(cursor) FROM audit_log) - ?2) ORDER BY cursor LIMIT ?3)");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, before_ms).Bind(2, keep_max).Bind(3, limit);
-  if (absl::Status status = stmt->Run(); !status.ok()) {
-    return status;
-  }
+  KT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_.Prepare(
+          log == EventLog::kEvents
+              ? "DELETE FROM events WHERE cursor IN (SELECT cursor FROM events WHERE cursor < "
+                "(SELECT MAX(cursor) FROM events) AND (at_ms < ?1 OR cursor <= (SELECT MAX(cursor) "
+                "FROM events) - ?2) ORDER BY cursor LIMIT ?3)"
+              : "DELETE FROM audit_log WHERE cursor IN (SELECT cursor FROM audit_log WHERE cursor "
+                "< "
+                "(SELECT MAX(cursor) FROM audit_log) AND (at_ms < ?1 OR cursor <= (SELECT "
+                "MAX(cursor) FROM audit_log) - ?2) ORDER BY cursor LIMIT ?3)"));
+  stmt.Bind(1, before_ms).Bind(2, keep_max).Bind(3, limit);
+  KT_RETURN_IF_ERROR(stmt.Run());
   return db_.Changes();
 }
 
@@ -41,14 +40,9 @@ absl::StatusOr<int64_t> Store::PruneLedger(int64_t ended_before_ms, int64_t limi
         "DELETE FROM unknown_usage WHERE rowid IN (SELECT u.rowid FROM unknown_usage u JOIN runs "
         "r ON r.instance_id = u.instance_id AND r.run = u.run WHERE r.ended_at_ms IS NOT NULL "
         "AND r.ended_at_ms < ?1 LIMIT ?2)"}) {
-    absl::StatusOr<Statement> stmt = db_.Prepare(sql);
-    if (!stmt.ok()) {
-      return stmt.status();
-    }
-    stmt->Bind(1, ended_before_ms).Bind(2, limit - deleted);
-    if (absl::Status status = stmt->Run(); !status.ok()) {
-      return status;
-    }
+    KT_ASSIGN_OR_RETURN(Statement stmt, db_.Prepare(sql));
+    stmt.Bind(1, ended_before_ms).Bind(2, limit - deleted);
+    KT_RETURN_IF_ERROR(stmt.Run());
     deleted += db_.Changes();
     if (deleted >= limit) {
       break;
@@ -64,15 +58,13 @@ absl::StatusOr<int64_t> Store::FirstCursor(EventLog log) {
 
 absl::StatusOr<std::vector<Store::EndedRun>> Store::RunsEndedBetween(int64_t from_ms,
                                                                      int64_t to_ms) {
-  absl::StatusOr<Statement> stmt = db_.Prepare(
-      "SELECT i.home, r.run FROM runs r JOIN instances i ON i.id = r.instance_id WHERE "
-      "r.ended_at_ms IS NOT NULL AND r.ended_at_ms >= ?1 AND r.ended_at_ms < ?2");
-  if (!stmt.ok()) {
-    return stmt.status();
-  }
-  stmt->Bind(1, from_ms).Bind(2, to_ms);
+  KT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_.Prepare("SELECT i.home, r.run FROM runs r JOIN instances i ON i.id = r.instance_id WHERE "
+                  "r.ended_at_ms IS NOT NULL AND r.ended_at_ms >= ?1 AND r.ended_at_ms < ?2"));
+  stmt.Bind(1, from_ms).Bind(2, to_ms);
   std::vector<EndedRun> runs;
-  absl::Status status = stmt->ForEach([&](const Statement& row) {
+  absl::Status status = stmt.ForEach([&](const Statement& row) {
     runs.push_back({row.ColumnText(0), row.ColumnInt(1)});
   });
   if (!status.ok()) {

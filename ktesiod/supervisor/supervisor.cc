@@ -12,6 +12,7 @@
 #include "fs/fs.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/json_writer.h"
+#include "ktesio/contract/status_macros.h"
 #include "logs/segments.h"
 #include "supervisor/runtime.h"
 
@@ -72,15 +73,12 @@ Supervisor::Runtime& Supervisor::RuntimeFor(const store::InstanceRow& row) {
 }
 
 absl::StatusOr<store::InstanceRow> Supervisor::Load(const std::string& name) {
-  absl::StatusOr<std::optional<store::InstanceRow>> row = store_.FindInstance(name);
-  if (!row.ok()) {
-    return row.status();
-  }
-  if (!row->has_value()) {
+  KT_ASSIGN_OR_RETURN(std::optional<store::InstanceRow> row, store_.FindInstance(name));
+  if (!row.has_value()) {
     return contract::MakeError(absl::StatusCode::kNotFound, reason::kNotFound,
                                absl::StrCat("no Agent Instance named '", name, "'"));
   }
-  return std::move(**row);
+  return std::move(*row);
 }
 
 InstanceSettings Supervisor::SettingsFor(const store::InstanceRow& row) {
@@ -109,17 +107,11 @@ absl::Status Supervisor::Commit(store::InstanceRow& row, State to, const std::st
   payload.Key("prior_state").String(StateName(from)).Key("new_state").String(StateName(to));
   payload.Key("cause").String(cause).Key("at").String(logs::FormatLogTime(now)).EndObject();
   absl::Status status = store_.InTransaction([&]() -> absl::Status {
-    if (absl::Status s = store_.UpdateInstance(row); !s.ok()) {
-      return s;
-    }
+    KT_RETURN_IF_ERROR(store_.UpdateInstance(row));
     if (run.kind == RunChange::Kind::kBegin) {
-      if (absl::Status s = store_.BeginRun(row.id, row.current_run, run.at_ms); !s.ok()) {
-        return s;
-      }
+      KT_RETURN_IF_ERROR(store_.BeginRun(row.id, row.current_run, run.at_ms));
     } else if (run.kind == RunChange::Kind::kEnd) {
-      if (absl::Status s = store_.EndRun(row.id, row.current_run, run.at_ms, cause); !s.ok()) {
-        return s;
-      }
+      KT_RETURN_IF_ERROR(store_.EndRun(row.id, row.current_run, run.at_ms, cause));
     }
     return store_.AppendEvent({0, now, row.name, "transition", payload.str()}).status();
   });

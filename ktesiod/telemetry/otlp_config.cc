@@ -6,6 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon::telemetry {
 namespace {
@@ -154,12 +155,8 @@ absl::StatusOr<OtlpConfig> ResolveOtlp(const OtlpFileSettings& file,
 
   Setting headers = Pick(env, {"OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"},
                          file.headers, "otlp_headers");
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> parsed =
-      ParseList(headers, true);
-  if (!parsed.ok()) {
-    return parsed.status();
-  }
-  config.headers = std::move(*parsed);
+  KT_ASSIGN_OR_RETURN(auto parsed, ParseList(headers, true));
+  config.headers = std::move(parsed);
   for (const auto& [name, value] : config.headers) {
     if (name.find_first_of(" \t\r\n:") != std::string::npos ||
         value.find_first_of("\r\n") != std::string::npos) {
@@ -168,12 +165,8 @@ absl::StatusOr<OtlpConfig> ResolveOtlp(const OtlpFileSettings& file,
   }
   Setting attributes =
       Pick(env, {"OTEL_RESOURCE_ATTRIBUTES"}, file.resource_attributes, "otlp_resource_attributes");
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> resource =
-      ParseList(attributes, false);
-  if (!resource.ok()) {
-    return resource.status();
-  }
-  config.resource_attributes = std::move(*resource);
+  KT_ASSIGN_OR_RETURN(auto resource, ParseList(attributes, false));
+  config.resource_attributes = std::move(resource);
   Setting service = Pick(env, {"OTEL_SERVICE_NAME"}, file.service_name, "otlp_service_name");
   if (!service.value.empty()) {
     config.service_name = service.value;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 #include "text.h"
 
 namespace ktesio::contract {
@@ -243,18 +244,12 @@ absl::StatusOr<LabelEdit> ParseLabelEdits(const std::vector<std::string>& args) 
     if (const size_t eq = arg.find('='); eq != std::string::npos) {
       const std::string key = arg.substr(0, eq);
       const std::string value = arg.substr(eq + 1);
-      if (absl::Status s = ValidateLabelKey(key); !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = ValidateLabelValue(key, value); !s.ok()) {
-        return s;
-      }
+      KT_RETURN_IF_ERROR(ValidateLabelKey(key));
+      KT_RETURN_IF_ERROR(ValidateLabelValue(key, value));
       edit.set[key] = value;
     } else if (!arg.empty() && arg.back() == '-') {
       const std::string key = arg.substr(0, arg.size() - 1);
-      if (absl::Status s = ValidateLabelKey(key); !s.ok()) {
-        return s;
-      }
+      KT_RETURN_IF_ERROR(ValidateLabelKey(key));
       edit.remove.push_back(key);
     } else {
       return LabelError(

@@ -6,6 +6,7 @@
 
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/semver.h"
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/validation.h"
 #include "manifest_context.h"
 #include "text.h"
@@ -41,11 +42,8 @@ absl::StatusOr<const toml::table*> MandatorySection(const ManifestContext& conte
 template <typename T, typename ParseFn>
 absl::StatusOr<T> EnumValue(const ManifestContext& context, const toml::node& node,
                             std::string_view display, ParseFn parse) {
-  absl::StatusOr<std::string> text = context.String(node, display);
-  if (!text.ok()) {
-    return text.status();
-  }
-  absl::StatusOr<T> value = parse(*text);
+  KT_ASSIGN_OR_RETURN(std::string text, context.String(node, display));
+  absl::StatusOr<T> value = parse(text);
   if (!value.ok()) {
     return context.Error(node.source(), Cat(display, ": ", value.status().message()));
   }
@@ -100,44 +98,37 @@ absl::StatusOr<const toml::table*> LifecycleTable(const ManifestContext& context
 
 absl::StatusOr<CapabilityDeclaration> ParseCapabilities(const ManifestContext& context,
                                                         const toml::table& root) {
-  absl::StatusOr<const toml::table*> section = MandatorySection(context, root, "capabilities");
-  if (!section.ok()) {
-    return section.status();
-  }
+  KT_ASSIGN_OR_RETURN(const toml::table* section, MandatorySection(context, root, "capabilities"));
   if (absl::Status s =
-          context.CheckKeys(**section, "[capabilities]", "capability", {"pause", "interaction"});
+          context.CheckKeys(*section, "[capabilities]", "capability", {"pause", "interaction"});
       !s.ok()) {
     return s;
   }
   CapabilityDeclaration capabilities;
   for (Capability capability : kAllCapabilities) {
-    const toml::node* node = (*section)->get(CapabilityName(capability));
+    const toml::node* node = (section)->get(CapabilityName(capability));
     if (node == nullptr) {
       continue;
     }
     const std::string where = Cat("[capabilities.", CapabilityName(capability), "]");
-    absl::StatusOr<const toml::table*> per_os = context.Table(*node, where);
-    if (!per_os.ok()) {
-      return per_os.status();
-    }
-    if (absl::Status s = context.CheckKeys(**per_os, where, "OS", {"linux", "macos", "windows"});
+    KT_ASSIGN_OR_RETURN(const toml::table* per_os, context.Table(*node, where));
+    if (absl::Status s = context.CheckKeys(*per_os, where, "OS", {"linux", "macos", "windows"});
         !s.ok()) {
       return s;
     }
     for (Os os : kAllOses) {
-      if (const toml::node* level_node = (*per_os)->get(OsName(os))) {
-        absl::StatusOr<SupportLevel> level = EnumValue<SupportLevel>(
-            context, *level_node, Cat("'", OsName(os), "' in ", where), ParseSupportLevel);
-        if (!level.ok()) {
-          return level.status();
-        }
-        capabilities.Set(capability, os, *level);
+      if (const toml::node* level_node = (per_os)->get(OsName(os))) {
+        KT_ASSIGN_OR_RETURN(
+            SupportLevel level,
+            EnumValue<SupportLevel>(context, *level_node, Cat("'", OsName(os), "' in ", where),
+                                    ParseSupportLevel));
+        capabilities.Set(capability, os, level);
       }
     }
   }
   if (!capabilities.IsViable()) {
     return context.Error(
-        (*section)->source(),
+        (section)->source(),
         "capability declaration in [capabilities] is not viable: every capability is unsupported "
         "(or has no entry) on every OS; declare at least one capability guaranteed or "
         "best-effort somewhere");
@@ -147,14 +138,11 @@ absl::StatusOr<CapabilityDeclaration> ParseCapabilities(const ManifestContext& c
 
 absl::StatusOr<MeteringSource> ParseMetering(const ManifestContext& context,
                                              const toml::table& root) {
-  absl::StatusOr<const toml::table*> section = MandatorySection(context, root, "metering");
-  if (!section.ok()) {
-    return section.status();
-  }
-  if (absl::Status s = context.CheckKeys(**section, "[metering]", "", {"source"}); !s.ok()) {
+  KT_ASSIGN_OR_RETURN(const toml::table* section, MandatorySection(context, root, "metering"));
+  if (absl::Status s = context.CheckKeys(*section, "[metering]", "", {"source"}); !s.ok()) {
     return s;
   }
-  return EnumValue<MeteringSource>(context, *(*section)->get("source"), "'source' in [metering]",
+  return EnumValue<MeteringSource>(context, *(section)->get("source"), "'source' in [metering]",
                                    ParseMeteringSource);
 }
 
@@ -164,14 +152,11 @@ absl::StatusOr<InteractionChannel> ParseInteraction(const ManifestContext& conte
   if (node == nullptr) {
     return InteractionChannel::kStdio;
   }
-  absl::StatusOr<const toml::table*> section = context.Table(*node, "[interaction]");
-  if (!section.ok()) {
-    return section.status();
-  }
-  if (absl::Status s = context.CheckKeys(**section, "[interaction]", "", {"channel"}); !s.ok()) {
+  KT_ASSIGN_OR_RETURN(const toml::table* section, context.Table(*node, "[interaction]"));
+  if (absl::Status s = context.CheckKeys(*section, "[interaction]", "", {"channel"}); !s.ok()) {
     return s;
   }
-  const toml::node* channel = (*section)->get("channel");
+  const toml::node* channel = (section)->get("channel");
   if (channel == nullptr) {
     return InteractionChannel::kStdio;
   }
@@ -258,11 +243,8 @@ absl::StatusOr<AdapterDeclaration> ParseDocument(const ManifestContext& context,
     return with_adapter.status();
   }
   declaration = *std::move(with_adapter);
-  absl::StatusOr<const toml::table*> lifecycle = LifecycleTable(context, root);
-  if (!lifecycle.ok()) {
-    return lifecycle.status();
-  }
-  absl::StatusOr<OpTemplate> start = ParseOp(context, *(*lifecycle)->get("start"), "start");
+  KT_ASSIGN_OR_RETURN(const toml::table* lifecycle, LifecycleTable(context, root));
+  absl::StatusOr<OpTemplate> start = ParseOp(context, *(lifecycle)->get("start"), "start");
   if (!start.ok()) {
     return start.status();
   }
@@ -277,7 +259,7 @@ absl::StatusOr<AdapterDeclaration> ParseDocument(const ManifestContext& context,
     return metering.status();
   }
   declaration.metering = *metering;
-  return ParseOptionalSections(context, root, **lifecycle, std::move(declaration));
+  return ParseOptionalSections(context, root, *lifecycle, std::move(declaration));
 }
 
 }  // namespace

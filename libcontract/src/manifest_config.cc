@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ktesio/contract/home_path.h"
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/validation.h"
 #include "manifest_context.h"
 #include "text.h"
@@ -76,9 +77,7 @@ absl::Status ConfigParser::Walk(const toml::table& table, const std::vector<std:
       is_mapping = is_mapping || IsTargetName(child_key.str());
     }
     if (is_mapping) {
-      if (absl::Status s = Mapping(*child, child_path); !s.ok()) {
-        return s;
-      }
+      KT_RETURN_IF_ERROR(Mapping(*child, child_path));
       continue;
     }
     for (const auto& [child_key, child_node] : EntriesInOrder(*child)) {
@@ -90,9 +89,7 @@ absl::Status ConfigParser::Walk(const toml::table& table, const std::vector<std:
                 "only sub-tables)"));
       }
     }
-    if (absl::Status s = Walk(*child, child_path); !s.ok()) {
-      return s;
-    }
+    KT_RETURN_IF_ERROR(Walk(*child, child_path));
   }
   return absl::OkStatus();
 }
@@ -221,12 +218,9 @@ absl::StatusOr<ConfigTarget> ConfigParser::FileTarget(const toml::node& node,
 
 absl::StatusOr<std::map<std::string, ConfigTarget>> ParseConfigSection(
     const ManifestContext& context, const toml::node& config) {
-  absl::StatusOr<const toml::table*> table = context.Table(config, "[config]");
-  if (!table.ok()) {
-    return table.status();
-  }
+  KT_ASSIGN_OR_RETURN(const toml::table* table, context.Table(config, "[config]"));
   ConfigParser parser(context);
-  if (absl::Status s = parser.Walk(**table, {}); !s.ok()) {
+  if (absl::Status s = parser.Walk(*table, {}); !s.ok()) {
     return s;
   }
   return std::move(parser).Result();

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/validation.h"
 #include "manifest_context.h"
 #include "text.h"
@@ -86,31 +87,28 @@ absl::StatusOr<std::string> RequiredString(const ManifestContext& context, const
 absl::StatusOr<OpTemplate> ParseOp(const ManifestContext& context, const toml::node& node,
                                    std::string_view op) {
   const std::string where = Cat("[lifecycle.", op, "]");
-  absl::StatusOr<const toml::table*> table = context.Table(node, where);
-  if (!table.ok()) {
-    return table.status();
-  }
-  if ((*table)->empty()) {
+  KT_ASSIGN_OR_RETURN(const toml::table* table, context.Table(node, where));
+  if ((table)->empty()) {
     return context.Error(node.source(), Cat(op == "start" ? "mandatory section " : "section ",
                                             where, " is empty (needs exec)"));
   }
-  if (absl::Status s = context.CheckKeys(**table, where, "", {"exec", "args", "env"}); !s.ok()) {
+  if (absl::Status s = context.CheckKeys(*table, where, "", {"exec", "args", "env"}); !s.ok()) {
     return s;
   }
   OpTemplate result;
-  absl::StatusOr<std::string> exec = RequiredString(context, **table, "exec", where);
+  absl::StatusOr<std::string> exec = RequiredString(context, *table, "exec", where);
   if (!exec.ok()) {
     return exec.status();
   }
   result.exec = *std::move(exec);
-  if (const toml::node* args = (*table)->get("args")) {
+  if (const toml::node* args = (table)->get("args")) {
     absl::StatusOr<std::vector<std::string>> parsed = ParseArgs(context, *args, where);
     if (!parsed.ok()) {
       return parsed.status();
     }
     result.args = *std::move(parsed);
   }
-  if (const toml::node* env = (*table)->get("env")) {
+  if (const toml::node* env = (table)->get("env")) {
     absl::StatusOr<std::map<std::string, std::string>> parsed = ParseEnv(context, *env, where);
     if (!parsed.ok()) {
       return parsed.status();

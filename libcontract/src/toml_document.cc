@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "ktesio/contract/config_mapping.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/toml_text.h"
 #include "ktesio/contract/utf8.h"
 #include "ktesio/contract/validation.h"
@@ -96,12 +97,9 @@ void Emit(const KeyTree& tree, const std::vector<std::string>& path, std::string
 
 absl::StatusOr<std::string> RenderTomlDocument(
     const std::vector<std::pair<std::string, std::string>>& dotted_key_values) {
-  absl::StatusOr<KeyTree> tree = BuildTree(dotted_key_values);
-  if (!tree.ok()) {
-    return tree.status();
-  }
+  KT_ASSIGN_OR_RETURN(KeyTree tree, BuildTree(dotted_key_values));
   std::string out;
-  Emit(*tree, {}, out);
+  Emit(tree, {}, out);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/home_path.h"
+#include "ktesio/contract/status_macros.h"
 #include "text.h"
 
 namespace ktesio::contract {
@@ -97,9 +98,7 @@ absl::Status ValidateConfig(const std::map<std::string, ConfigTarget>& config) {
       return Invalid(Cat("config key '", Escape(key),
                          "' must be a dotted key of bare segments ([A-Za-z0-9_-])"));
     }
-    if (absl::Status status = ValidateTarget(key, target); !status.ok()) {
-      return status;
-    }
+    KT_RETURN_IF_ERROR(ValidateTarget(key, target));
     if (target.kind == ConfigTarget::Kind::kEnv) {
       auto [it, inserted] = env_owner.emplace(target.env, key);
       if (!inserted) {
@@ -168,9 +167,7 @@ absl::Status ValidateDeclaration(const AdapterDeclaration& declaration) {
   };
   for (const auto& [name, op] : ops) {
     if (op != nullptr) {
-      if (absl::Status status = ValidateOp(name, *op); !status.ok()) {
-        return status;
-      }
+      KT_RETURN_IF_ERROR(ValidateOp(name, *op));
     }
   }
   if (!declaration.capabilities.IsViable()) {
