@@ -41,6 +41,7 @@ for target in "${targets[@]}"; do
   fi
   mkdir -p "$work/logs"
   started=$(date +%s)
+  touch "$work/started"
   set +e
   (cd "$work/logs" && "$OLDPWD/$bin" "$work/corpus" -max_total_time="$seconds" "${runs_cap[@]}" \
     "${parallel[@]}" \
@@ -50,8 +51,9 @@ for target in "${targets[@]}"; do
   set -e
   logs=("$log" "$work"/logs/fuzz-*.log)  # nullglob: the worker logs when there are some
   runs=$(awk '/stat::number_of_executed_units/ {s += $2} END {print s + 0}' "${logs[@]}")
-  crashes=$(find "$findings" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' \
-    -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
+  # Only this run's findings count (earlier ones are in the corpora already).
+  crashes=$(find "$findings" -maxdepth 1 -type f -newer "$work/started" \( -name 'crash-*' \
+    -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
   entries=$(find "$work/corpus" -type f | wc -l)
   took=$(( $(date +%s) - started ))
   echo "fuzz_$target: ${runs} executions in ${took} s, corpus ${seeds} -> ${entries}," \

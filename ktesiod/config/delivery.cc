@@ -3,8 +3,8 @@
 #include <set>
 #include <utility>
 
+#include "config/errors.h"
 #include "config/keys.h"
-#include "config/text.h"
 #include "ktesio/contract/config_mapping.h"
 #include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/validation.h"

@@ -1,6 +1,6 @@
 #include "config/delivery_files.h"
 
-#include "config/text.h"
+#include "config/errors.h"
 #include "fs/fs.h"
 #include "ktesio/contract/status_macros.h"
 

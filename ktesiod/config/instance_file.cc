@@ -4,8 +4,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "config/errors.h"
 #include "config/keys.h"
-#include "config/text.h"
 #include "config/toml_io.h"
 #include "fs/fs.h"
 #include "ktesio/contract/status_macros.h"

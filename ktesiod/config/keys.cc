@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "config/errors.h"
 #include "config/money.h"
-#include "config/text.h"
 #include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/validation.h"
 

@@ -1,7 +1,7 @@
 #include "config/layers.h"
 
+#include "config/errors.h"
 #include "config/keys.h"
-#include "config/text.h"
 #include "ktesio/contract/json_writer.h"
 
 namespace ktesio::daemon::config {

@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "config/text.h"
+#include "config/errors.h"
 
 namespace ktesio::daemon::config {
 

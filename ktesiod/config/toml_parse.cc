@@ -14,7 +14,7 @@
 #define TOML_ENABLE_WINDOWS_COMPAT 0
 #include <toml++/toml.h>
 
-#include "config/text.h"
+#include "config/errors.h"
 #include "config/toml_io.h"
 
 namespace ktesio::daemon::config::internal {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "config/text.h"
+#include "config/errors.h"
 #include "config/toml_io.h"
 #include "ktesio/contract/toml_text.h"
 

@@ -4,14 +4,14 @@
 
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/manifest.h"
+#include "ktesio/contract/text.h"
 #include "ktesio/contract/validation.h"
-#include "text.h"
 
 namespace ktesio::contract {
 
-using internal::Cat;
-using internal::Escape;
-using internal::Join;
+using text::Cat;
+using text::Escape;
+using text::Join;
 namespace {
 
 class DeclaredAdapter final : public Adapter {

@@ -3,11 +3,11 @@
 #include <string>
 
 #include "ktesio/contract/error.h"
-#include "text.h"
+#include "ktesio/contract/text.h"
 
 namespace ktesio::contract {
 
-using internal::Cat;
+using text::Cat;
 namespace {
 
 // The shared failure of every Parse* below: the value as written plus the closed set it must

@@ -5,14 +5,14 @@
 #include "absl/strings/str_cat.h"
 
 #include "ktesio/contract/suggest.h"
-#include "text.h"
+#include "ktesio/contract/text.h"
 #include "toml.h"
 
 namespace ktesio::contract {
 namespace {
 
-using internal::Append;
-using internal::Cat;
+using text::Append;
+using text::Cat;
 
 class Problems {
  public:

@@ -4,13 +4,13 @@
 
 #include "absl/strings/ascii.h"
 #include "ktesio/contract/error.h"
-#include "text.h"
+#include "ktesio/contract/text.h"
 
 namespace ktesio::contract {
 
-using internal::Cat;
-using internal::Escape;
-using internal::Join;
+using text::Cat;
+using text::Escape;
+using text::Join;
 namespace {
 
 absl::Status Reject(std::string_view path, std::string_view why) {

@@ -5,13 +5,13 @@
 #include "absl/strings/ascii.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/status_macros.h"
-#include "text.h"
+#include "ktesio/contract/text.h"
 
 namespace ktesio::contract {
 namespace {
 
-using internal::Append;
-using internal::Cat;
+using text::Append;
+using text::Cat;
 
 constexpr size_t kMaxName = 63;
 constexpr size_t kMaxPrefix = 253;
@@ -195,11 +195,11 @@ absl::StatusOr<Selector> Selector::Parse(std::string_view text) {
       req.op = Op::kExists;
     }
     if (absl::Status status = ValidateLabelKey(req.key); !status.ok()) {
-      return SelectorError(Printable(part), internal::ToStd(status.message()));
+      return SelectorError(Printable(part), text::ToStd(status.message()));
     }
     for (const std::string& v : req.values) {
       if (absl::Status status = ValidateLabelValue(req.key, v); !status.ok()) {
-        return SelectorError(Printable(part), internal::ToStd(status.message()));
+        return SelectorError(Printable(part), text::ToStd(status.message()));
       }
     }
     selector.requirements_.push_back(std::move(req));

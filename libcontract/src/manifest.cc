@@ -7,14 +7,14 @@
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/semver.h"
 #include "ktesio/contract/status_macros.h"
+#include "ktesio/contract/text.h"
 #include "ktesio/contract/validation.h"
 #include "manifest_context.h"
-#include "text.h"
 
 namespace ktesio::contract {
 
-using internal::Cat;
-using internal::ToStd;
+using text::Cat;
+using text::ToStd;
 
 namespace {
 

@@ -8,9 +8,9 @@
 
 #include "ktesio/contract/home_path.h"
 #include "ktesio/contract/status_macros.h"
+#include "ktesio/contract/text.h"
 #include "ktesio/contract/validation.h"
 #include "manifest_context.h"
-#include "text.h"
 
 namespace ktesio::contract::internal {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "ktesio/contract/error.h"
-#include "text.h"
+#include "ktesio/contract/text.h"
 
 namespace ktesio::contract::internal {
 

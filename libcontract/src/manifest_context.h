@@ -12,9 +12,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ktesio/contract/declaration.h"
+#include "ktesio/contract/text.h"
 #include "toml.h"
 
 namespace ktesio::contract::internal {
+
+using text::Append;
+using text::Cat;
+using text::Escape;
+using text::Join;
 
 // Formats positioned MANIFEST_INVALID errors for one manifest source.
 class ManifestContext {

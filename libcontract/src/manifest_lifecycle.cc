@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "ktesio/contract/status_macros.h"
+#include "ktesio/contract/text.h"
 #include "ktesio/contract/validation.h"
 #include "manifest_context.h"
-#include "text.h"
 
 namespace ktesio::contract::internal {
 namespace {

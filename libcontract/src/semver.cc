@@ -7,13 +7,13 @@
 #include "absl/strings/ascii.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/error.h"
-#include "text.h"
+#include "ktesio/contract/text.h"
 
 namespace ktesio::contract {
 
-using internal::Cat;
-using internal::Escape;
-using internal::Split;
+using text::Cat;
+using text::Escape;
+using text::Split;
 namespace {
 
 absl::Status Invalid(std::string_view text, std::string_view why) {

@@ -9,19 +9,19 @@
 #include "ktesio/contract/config_mapping.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/status_macros.h"
+#include "ktesio/contract/text.h"
 #include "ktesio/contract/toml_text.h"
 #include "ktesio/contract/utf8.h"
 #include "ktesio/contract/validation.h"
-#include "text.h"
 #include "toml.h"
 
 namespace ktesio::contract {
 
-using internal::Append;
-using internal::Cat;
-using internal::Escape;
-using internal::Join;
-using internal::Split;
+using text::Append;
+using text::Cat;
+using text::Escape;
+using text::Join;
+using text::Split;
 namespace {
 
 absl::Status Invalid(std::string_view message) {

@@ -1,5 +1,5 @@
 #include "ktesio/contract/usage_line.h"
-#include "text.h"
+#include "ktesio/contract/text.h"
 
 #include <array>
 #include <limits>
@@ -7,8 +7,8 @@
 
 namespace ktesio::contract {
 
-using internal::Cat;
-using internal::Escape;
+using text::Cat;
+using text::Escape;
 namespace {
 
 constexpr std::string_view kFields[] = {"sequence", "input_tokens", "output_tokens"};

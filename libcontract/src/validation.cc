@@ -8,13 +8,13 @@
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/home_path.h"
 #include "ktesio/contract/status_macros.h"
-#include "text.h"
+#include "ktesio/contract/text.h"
 
 namespace ktesio::contract {
 
-using internal::Cat;
-using internal::Escape;
-using internal::Split;
+using text::Cat;
+using text::Escape;
+using text::Split;
 namespace {
 
 absl::Status Invalid(std::string_view message) {

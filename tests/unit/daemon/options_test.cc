@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
-#include "status_matchers.h"
+#include "status_assertions.h"
 
 namespace ktesio::daemon {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "ktesio/contract/error.h"
-#include "status_matchers.h"
+#include "status_assertions.h"
 
 namespace ktesio::daemon {
 namespace {

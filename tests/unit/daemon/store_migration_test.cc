@@ -13,7 +13,7 @@
 #include <map>
 
 #include "gtest/gtest.h"
-#include "status_matchers.h"
+#include "status_assertions.h"
 #include "store/store.h"
 
 namespace ktesio::daemon::store {

@@ -21,7 +21,7 @@
 #include "ktesio/contract/error.h"
 #include "spdlog/sinks/null_sink.h"
 #include "spdlog/spdlog.h"
-#include "status_matchers.h"
+#include "status_assertions.h"
 
 namespace ktesio::daemon::supervisor {
 namespace {

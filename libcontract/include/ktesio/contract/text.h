@@ -1,6 +1,7 @@
 #pragma once
 
-// Internal string helpers.
+// String helpers shared by libcontract, the daemon and the clients: one home for
+// concatenation, joining, splitting and escaping.
 //
 // Debian's Abseil is built with ABSL_OPTION_USE_STD_STRING_VIEW=0, so absl::string_view is a
 // distinct type that does not convert to or from std::string_view, and absl::StrCat rejects
@@ -14,7 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/string_view.h"
 
-namespace ktesio::contract::internal {
+namespace ktesio::contract::text {
 
 inline absl::string_view ToAbsl(std::string_view s) { return {s.data(), s.size()}; }
 inline std::string_view ToStd(absl::string_view s) { return {s.data(), s.size()}; }
@@ -78,4 +79,4 @@ inline std::vector<std::string_view> Split(std::string_view text, char separator
   }
 }
 
-}  // namespace ktesio::contract::internal
+}  // namespace ktesio::contract::text
