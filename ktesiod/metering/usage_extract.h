@@ -19,9 +19,11 @@
 #include <string>
 #include <string_view>
 
-#include "metering/json.h"
+#include "ktesio/contract/json.h"
 
 namespace ktesio::daemon::metering {
+
+namespace json = ::ktesio::contract::json;
 
 enum class ApiShape { kOther, kChatCompletions, kResponses, kAnthropicMessages };
 std::string_view ApiShapeName(ApiShape shape);

@@ -1,4 +1,5 @@
 #include "ktesio/contract/usage_line.h"
+#include "ktesio/contract/json.h"
 #include "ktesio/contract/text.h"
 
 #include <array>
@@ -107,119 +108,16 @@ class UsagePayloadParser {
     return false;
   }
 
-  // A JSON string. Escapes are decoded (so "\u0073equence" names "sequence"); \u escapes become
-  // UTF-8, unpaired surrogates are rejected.
+  // A JSON string (contract/json.h decodes it): escapes are decoded, so "\u0073equence" names
+  // "sequence"; \u escapes become UTF-8, unpaired surrogates are rejected.
   bool ParseString(std::string& out) {
-    if (!Consume('"')) {
+    if (Peek() != '"') {
       return Fail("expected a field name in double quotes");
     }
-    while (true) {
-      if (AtEnd()) {
-        return Fail("unterminated string");
-      }
-      const char c = text_[pos_++];
-      if (c == '"') {
-        return true;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) {
-        return Fail("control character in string");
-      }
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (AtEnd()) {
-        return Fail("unterminated string");
-      }
-      const char escape = text_[pos_++];
-      switch (escape) {
-        case '"':
-        case '\\':
-        case '/':
-          out += escape;
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u':
-          if (!ParseUnicodeEscape(out)) {
-            return false;
-          }
-          break;
-        default:
-          return Fail("invalid escape in string");
-      }
-    }
-  }
-
-  bool ParseHex4(uint32_t& value) {
-    if (text_.size() - pos_ < 4) {
-      return Fail("truncated \\u escape");
-    }
-    value = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = text_[pos_++];
-      value <<= 4;
-      if (c >= '0' && c <= '9') {
-        value |= static_cast<uint32_t>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        value |= static_cast<uint32_t>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        value |= static_cast<uint32_t>(c - 'A' + 10);
-      } else {
-        return Fail("invalid \\u escape");
-      }
+    if (std::string_view error = json::DecodeString(text_, pos_, out); !error.empty()) {
+      return Fail(std::string(error));
     }
     return true;
-  }
-
-  bool ParseUnicodeEscape(std::string& out) {
-    uint32_t code_point = 0;
-    if (!ParseHex4(code_point)) {
-      return false;
-    }
-    if (code_point >= 0xDC00 && code_point <= 0xDFFF) {
-      return Fail("unpaired surrogate in \\u escape");
-    }
-    if (code_point >= 0xD800 && code_point <= 0xDBFF) {
-      uint32_t low = 0;
-      if (!Consume('\\') || !Consume('u') || !ParseHex4(low) || low < 0xDC00 || low > 0xDFFF) {
-        return Fail("unpaired surrogate in \\u escape");
-      }
-      code_point = 0x10000 + ((code_point - 0xD800) << 10) + (low - 0xDC00);
-    }
-    AppendUtf8(code_point, out);
-    return true;
-  }
-
-  static void AppendUtf8(uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
   }
 
   // A JSON number restricted to non-negative integers that fit 64 bits; other JSON values get

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "metering/json.h"
+#include "ktesio/contract/json.h"
 #include "metering/usage_extract.h"
 
 namespace {

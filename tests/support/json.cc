@@ -1,172 +1,46 @@
 #include "json.h"
 
-#include <cctype>
 #include <cstdlib>
+
+#include "ktesio/contract/json.h"
 
 namespace ktesio::testing {
 namespace {
 
-class Parser {
- public:
-  explicit Parser(const std::string& text) : s_(text) {}
-
-  std::optional<Json> Document() {
-    std::optional<Json> value = Value();
-    Skip();
-    if (!value || i_ != s_.size()) {
-      return std::nullopt;
-    }
-    return value;
-  }
-
- private:
-  void Skip() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) {
-      ++i_;
-    }
-  }
-  bool Eat(char c) {
-    Skip();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  std::optional<std::string> String() {
-    if (!Eat('"')) {
-      return std::nullopt;
-    }
-    std::string out;
-    while (i_ < s_.size() && s_[i_] != '"') {
-      char c = s_[i_++];
-      if (c == '\\') {
-        if (i_ >= s_.size()) {
-          return std::nullopt;
-        }
-        char e = s_[i_++];
-        switch (e) {
-          case 'n':
-            out += '\n';
-            break;
-          case 't':
-            out += '\t';
-            break;
-          case 'r':
-            out += '\r';
-            break;
-          case 'b':
-            out += '\b';
-            break;
-          case 'f':
-            out += '\f';
-            break;
-          case 'u': {
-            if (i_ + 4 > s_.size()) {
-              return std::nullopt;
-            }
-            unsigned long cp = std::strtoul(s_.substr(i_, 4).c_str(), nullptr, 16);
-            i_ += 4;
-            if (cp < 0x80) {
-              out += static_cast<char>(cp);
-            } else if (cp < 0x800) {
-              out += static_cast<char>(0xc0 | (cp >> 6));
-              out += static_cast<char>(0x80 | (cp & 0x3f));
-            } else {
-              out += static_cast<char>(0xe0 | (cp >> 12));
-              out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-              out += static_cast<char>(0x80 | (cp & 0x3f));
-            }
-            break;
-          }
-          default:
-            out += e;
-        }
-      } else {
-        out += c;
+// The tree of the project's one JSON reader (ktesio/contract/json.h), in the tests' shape.
+Json Convert(const contract::json::Value& value) {
+  using Kind = contract::json::Kind;
+  Json out;
+  switch (value.kind) {
+    case Kind::kNull:
+      break;
+    case Kind::kBool:
+      out.type = Json::Type::kBool;
+      out.boolean = value.boolean;
+      break;
+    case Kind::kNumber:
+      out.type = Json::Type::kNumber;
+      out.number = value.text;
+      break;
+    case Kind::kString:
+      out.type = Json::Type::kString;
+      out.string = value.text;
+      break;
+    case Kind::kArray:
+      out.type = Json::Type::kArray;
+      for (const contract::json::Value& item : value.items) {
+        out.array.push_back(Convert(item));
       }
-    }
-    if (i_ >= s_.size()) {
-      return std::nullopt;
-    }
-    ++i_;
-    return out;
+      break;
+    case Kind::kObject:
+      out.type = Json::Type::kObject;
+      for (const contract::json::Member& member : value.members) {
+        out.object.emplace_back(member.key, Convert(member.value));
+      }
+      break;
   }
-  std::optional<Json> Value() {
-    Skip();
-    if (i_ >= s_.size()) {
-      return std::nullopt;
-    }
-    Json v;
-    char c = s_[i_];
-    if (c == '{') {
-      ++i_;
-      v.type = Json::Type::kObject;
-      if (Eat('}')) {
-        return v;
-      }
-      do {
-        std::optional<std::string> key = String();
-        if (!key || !Eat(':')) {
-          return std::nullopt;
-        }
-        std::optional<Json> item = Value();
-        if (!item) {
-          return std::nullopt;
-        }
-        v.object.emplace_back(*key, std::move(*item));
-      } while (Eat(','));
-      return Eat('}') ? std::optional<Json>(v) : std::nullopt;
-    }
-    if (c == '[') {
-      ++i_;
-      v.type = Json::Type::kArray;
-      if (Eat(']')) {
-        return v;
-      }
-      do {
-        std::optional<Json> item = Value();
-        if (!item) {
-          return std::nullopt;
-        }
-        v.array.push_back(std::move(*item));
-      } while (Eat(','));
-      return Eat(']') ? std::optional<Json>(v) : std::nullopt;
-    }
-    if (c == '"') {
-      std::optional<std::string> text = String();
-      if (!text) {
-        return std::nullopt;
-      }
-      v.type = Json::Type::kString;
-      v.string = *text;
-      return v;
-    }
-    for (const char* word : {"true", "false", "null"}) {
-      std::string w(word);
-      if (s_.compare(i_, w.size(), w) == 0) {
-        i_ += w.size();
-        v.type = w == "null" ? Json::Type::kNull : Json::Type::kBool;
-        v.boolean = w == "true";
-        return v;
-      }
-    }
-    size_t start = i_;
-    while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || s_[i_] == '-' ||
-                              s_[i_] == '+' || s_[i_] == '.' || s_[i_] == 'e' || s_[i_] == 'E')) {
-      ++i_;
-    }
-    if (start == i_) {
-      return std::nullopt;
-    }
-    v.type = Json::Type::kNumber;
-    v.number = s_.substr(start, i_ - start);
-    return v;
-  }
-
-  const std::string& s_;
-  size_t i_ = 0;
-};
+  return out;
+}
 
 }  // namespace
 
@@ -199,6 +73,12 @@ bool Json::IsInteger() const {
 
 long long Json::Int() const { return std::atoll(number.c_str()); }
 
-std::optional<Json> ParseJson(const std::string& text) { return Parser(text).Document(); }
+std::optional<Json> ParseJson(const std::string& text) {
+  std::optional<contract::json::Value> value = contract::json::Parse(text);
+  if (!value.has_value()) {
+    return std::nullopt;
+  }
+  return Convert(*value);
+}
 
 }  // namespace ktesio::testing

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "metering/json.h"
+#include "ktesio/contract/json.h"
 
 namespace ktesio::daemon::metering {
 namespace {

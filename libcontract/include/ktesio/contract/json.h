@@ -1,7 +1,8 @@
 #pragma once
 
-// A small, strict JSON reader for the metering proxy: just enough of RFC 8259 to read provider
-// responses and to rewrite one field of a request body. Every value remembers its byte span in
+// The one JSON reader of the project: strict RFC 8259, used by the metering proxy (provider
+// responses, one field of a request body rewritten in place), the usage line's payload (string
+// literals) and the tests. Every value remembers its byte span in
 // the source so a rewrite can splice text without re-serializing (and so without reordering or
 // reformatting what the client sent).
 //
@@ -10,13 +11,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-namespace ktesio::daemon::metering::json {
+namespace ktesio::contract::json {
 
 enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
 
@@ -48,4 +50,10 @@ struct Member {
 // Parses exactly one JSON value (surrounding whitespace allowed). nullopt on any error.
 std::optional<Value> Parse(std::string_view text);
 
-}  // namespace ktesio::daemon::metering::json
+// Decodes the JSON string literal whose opening quote is text[pos] into `out`, leaving `pos`
+// after the closing quote. Returns "" when it is well formed, else what is wrong with it:
+// "unterminated string", "control character in string", "invalid escape in string",
+// "truncated \u escape", "invalid \u escape" or "unpaired surrogate in \u escape".
+std::string_view DecodeString(std::string_view text, size_t& pos, std::string& out);
+
+}  // namespace ktesio::contract::json

@@ -1,8 +1,10 @@
-#include "metering/json.h"
+#include "ktesio/contract/json.h"
+
+#include "ktesio/contract/utf8.h"
 
 #include <charconv>
 
-namespace ktesio::daemon::metering::json {
+namespace ktesio::contract::json {
 namespace {
 
 constexpr int kMaxDepth = 64;
@@ -144,111 +146,7 @@ class Parser {
     }
   }
 
-  bool Hex4(uint32_t& value) {
-    if (text_.size() - pos_ < 4) {
-      return false;
-    }
-    value = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = text_[pos_++];
-      value <<= 4;
-      if (c >= '0' && c <= '9') {
-        value |= static_cast<uint32_t>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        value |= static_cast<uint32_t>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        value |= static_cast<uint32_t>(c - 'A' + 10);
-      } else {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  static void AppendUtf8(uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-
-  bool ParseString(std::string& out) {
-    ++pos_;  // '"'
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_++];
-      if (c == '"') {
-        return true;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) {
-        return false;
-      }
-      if (c != '\\') {
-        out.push_back(c);
-        continue;
-      }
-      if (pos_ >= text_.size()) {
-        return false;
-      }
-      const char e = text_[pos_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out.push_back(e);
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
-        case 'u': {
-          uint32_t cp = 0;
-          if (!Hex4(cp)) {
-            return false;
-          }
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            uint32_t low = 0;
-            if (text_.substr(pos_, 2) != "\\u") {
-              return false;
-            }
-            pos_ += 2;
-            if (!Hex4(low) || low < 0xDC00 || low > 0xDFFF) {
-              return false;
-            }
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            return false;
-          }
-          AppendUtf8(cp, out);
-          break;
-        }
-        default:
-          return false;
-      }
-    }
-    return false;
-  }
+  bool ParseString(std::string& out) { return DecodeString(text_, pos_, out).empty(); }
 
   bool Digits() {
     const size_t start = pos_;
@@ -331,4 +229,106 @@ std::optional<uint64_t> Value::AsUint() const {
 
 std::optional<Value> Parse(std::string_view text) { return Parser(text).Run(); }
 
-}  // namespace ktesio::daemon::metering::json
+namespace {
+
+// Four hex digits at text[pos]: "" and the value, or what is wrong.
+std::string_view Hex4(std::string_view text, size_t& pos, uint32_t& value) {
+  if (text.size() - pos < 4) {
+    return "truncated \\u escape";
+  }
+  value = 0;
+  for (int i = 0; i < 4; ++i) {
+    const char c = text[pos++];
+    value <<= 4;
+    if (c >= '0' && c <= '9') {
+      value |= static_cast<uint32_t>(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      value |= static_cast<uint32_t>(c - 'a' + 10);
+    } else if (c >= 'A' && c <= 'F') {
+      value |= static_cast<uint32_t>(c - 'A' + 10);
+    } else {
+      return "invalid \\u escape";
+    }
+  }
+  return "";
+}
+
+// A \u escape after its "\u": one code point, or a surrogate pair, appended as UTF-8.
+std::string_view UnicodeEscape(std::string_view text, size_t& pos, std::string& out) {
+  constexpr std::string_view kUnpaired = "unpaired surrogate in \\u escape";
+  uint32_t code_point = 0;
+  if (std::string_view error = Hex4(text, pos, code_point); !error.empty()) {
+    return error;
+  }
+  if (code_point >= 0xDC00 && code_point <= 0xDFFF) {
+    return kUnpaired;
+  }
+  if (code_point >= 0xD800 && code_point <= 0xDBFF) {
+    uint32_t low = 0;
+    if (text.substr(pos, 2) != "\\u") {
+      return kUnpaired;
+    }
+    pos += 2;
+    if (!Hex4(text, pos, low).empty() || low < 0xDC00 || low > 0xDFFF) {
+      return kUnpaired;
+    }
+    code_point = 0x10000 + ((code_point - 0xD800) << 10) + (low - 0xDC00);
+  }
+  AppendUtf8(code_point, out);
+  return "";
+}
+
+}  // namespace
+
+std::string_view DecodeString(std::string_view text, size_t& pos, std::string& out) {
+  ++pos;  // the opening quote
+  while (pos < text.size()) {
+    const char c = text[pos++];
+    if (c == '"') {
+      return "";
+    }
+    if (static_cast<unsigned char>(c) < 0x20) {
+      return "control character in string";
+    }
+    if (c != '\\') {
+      out.push_back(c);
+      continue;
+    }
+    if (pos >= text.size()) {
+      break;
+    }
+    const char escape = text[pos++];
+    switch (escape) {
+      case '"':
+      case '\\':
+      case '/':
+        out.push_back(escape);
+        break;
+      case 'b':
+        out.push_back('\b');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'u':
+        if (std::string_view error = UnicodeEscape(text, pos, out); !error.empty()) {
+          return error;
+        }
+        break;
+      default:
+        return "invalid escape in string";
+    }
+  }
+  return "unterminated string";
+}
+
+}  // namespace ktesio::contract::json
