@@ -14,6 +14,7 @@
 #include "ktesio/contract/json_writer.h"
 #include "ktesio/contract/status_macros.h"
 #include "logs/segments.h"
+#include "supervisor/internal.h"
 #include "supervisor/runtime.h"
 
 extern char** environ;
@@ -22,27 +23,13 @@ namespace ktesio::daemon::supervisor {
 
 namespace reason = contract::reason;
 namespace asio = boost::asio;
+using internal::BaseEnvironment;
+using internal::LevelHere;
+using internal::Supported;
 
 namespace {
 
 constexpr auto kReadinessWindow = std::chrono::milliseconds(300);
-
-v1::SupportLevel LevelHere(const v1::CapabilityLevels& levels) {
-  // Built for Linux; other OSes would pick their own field here.
-  return levels.on_linux();
-}
-
-bool Supported(v1::SupportLevel level) {
-  return level == v1::SUPPORT_LEVEL_GUARANTEED || level == v1::SUPPORT_LEVEL_BEST_EFFORT;
-}
-
-std::string QuoteDeclaration(const std::string& capability, v1::SupportLevel level) {
-  if (level == v1::SUPPORT_LEVEL_UNSPECIFIED) {
-    return absl::StrCat("the declaration has no ", capability,
-                        " entry for linux (a missing entry projects to unsupported)");
-  }
-  return absl::StrCat("the declaration says ", capability, ".linux = \"unsupported\"");
-}
 
 }  // namespace
 
@@ -200,7 +187,7 @@ void Supervisor::Finish(std::vector<Done>& waiters, const absl::Status& status,
   }
 }
 
-namespace {
+namespace internal {
 
 std::vector<std::string> BaseEnvironment() {
   std::vector<std::string> env;
@@ -210,7 +197,7 @@ std::vector<std::string> BaseEnvironment() {
   return env;
 }
 
-}  // namespace
+}  // namespace internal
 
 std::map<std::string, std::string> SafeBaseEnvironment() {
   // Nothing else of the daemon's environment leaks into agents (product.md §4).
@@ -226,22 +213,29 @@ std::map<std::string, std::string> SafeBaseEnvironment() {
   return env;
 }
 
+absl::StatusOr<store::InstanceRow> Supervisor::Admit(const std::string& name, Command command) {
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, Load(name));
+  KT_RETURN_IF_ERROR(RefuseWhileUnrecorded(row));
+  KT_RETURN_IF_ERROR(CheckCommand(RowState(row), command));
+  return row;
+}
+
+absl::Status Supervisor::RunTemplate(const v1::OpTemplate& op, const store::InstanceRow& row) {
+  std::vector<std::string> args(op.args().begin(), op.args().end());
+  std::vector<std::string> env = BaseEnvironment();
+  for (const auto& [key, value] : op.env()) {
+    env.push_back(absl::StrCat(key, "=", value));
+  }
+  return backend_.RunDetached(op.exec(), args, env, row.home);
+}
+
 void Supervisor::Start(const std::string& name, Done done) {
-  absl::StatusOr<store::InstanceRow> row = Load(name);
+  absl::StatusOr<store::InstanceRow> row = Admit(name, Command::kStart);
   if (!row.ok()) {
     done(row.status(), {});
     return;
   }
   Runtime& rt = RuntimeFor(*row);
-  const State state = RowState(*row);
-  if (absl::Status status = RefuseWhileUnrecorded(*row); !status.ok()) {
-    done(status, {});
-    return;
-  }
-  if (absl::Status status = CheckCommand(state, Command::kStart); !status.ok()) {
-    done(status, {});
-    return;
-  }
   // An operator start supersedes a pending automatic restart and resets the crash counters.
   rt.restart_pending = false;
   rt.restart_timer->Cancel();
@@ -446,12 +440,7 @@ void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
   const v1::AdapterSnapshot snapshot = parsed.ok() ? *parsed : v1::AdapterSnapshot();
   bool signalled = false;
   if (!snapshot.stop().exec().empty()) {
-    std::vector<std::string> args(snapshot.stop().args().begin(), snapshot.stop().args().end());
-    std::vector<std::string> env = BaseEnvironment();
-    for (const auto& [key, value] : snapshot.stop().env()) {
-      env.push_back(absl::StrCat(key, "=", value));
-    }
-    absl::Status status = backend_.RunDetached(snapshot.stop().exec(), args, env, row.home);
+    absl::Status status = RunTemplate(snapshot.stop(), row);
     if (status.ok()) {
       EngineLine(row, absl::StrCat("stop template started: ", snapshot.stop().exec()));
       signalled = true;
@@ -524,167 +513,6 @@ void Supervisor::Restart(const std::string& name, std::optional<uint32_t> timeou
            done(start_status, more);
          });
        });
-}
-
-void Supervisor::Pause(const std::string& name, Done done) {
-  absl::StatusOr<store::InstanceRow> row = Load(name);
-  if (!row.ok()) {
-    done(row.status(), {});
-    return;
-  }
-  const State state = RowState(*row);
-  if (absl::Status status = RefuseWhileUnrecorded(*row); !status.ok()) {
-    done(status, {});
-    return;
-  }
-  if (absl::Status status = CheckCommand(state, Command::kPause); !status.ok()) {
-    done(status, {});
-    return;
-  }
-  absl::StatusOr<v1::AdapterSnapshot> parsed = SnapshotOf(*row);
-  if (!parsed.ok()) {
-    done(parsed.status(), {});
-    return;
-  }
-  const v1::AdapterSnapshot& snapshot = *parsed;
-  const v1::SupportLevel level = LevelHere(snapshot.capabilities().pause());
-  if (!Supported(level)) {
-    done(contract::MakeError(absl::StatusCode::kFailedPrecondition, reason::kCapabilityUnsupported,
-                             absl::StrCat("pause is unsupported on linux for '", name, "' (kind ",
-                                          row->kind, "): ", QuoteDeclaration("pause", level))),
-         {});
-    return;
-  }
-  const pid_t leader = static_cast<pid_t>(row->pid.value_or(0));
-  if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
-    absl::Status status = Commit(*row, State::kPaused, "paused");
-    if (status.ok()) {
-      backend_.SignalGroup(leader, SIGSTOP)
-          .IgnoreError();  // a gone group: its exit arrives via the shim
-    }
-    done(status, {});
-    return;
-  }
-  std::vector<std::string> notices = {
-      "pause is best-effort on linux for this adapter: the agent may not be fully frozen"};
-  absl::Status status = Commit(*row, State::kPaused, "pause-best-effort");
-  if (status.ok() && !snapshot.pause().exec().empty()) {
-    std::vector<std::string> args(snapshot.pause().args().begin(), snapshot.pause().args().end());
-    absl::Status ran =
-        backend_.RunDetached(snapshot.pause().exec(), args, BaseEnvironment(), row->home);
-    if (!ran.ok()) {
-      notices.push_back(absl::StrCat("pause template failed: ", ran.message()));
-    }
-  } else if (status.ok()) {
-    notices.push_back("no [lifecycle.pause] template is declared; nothing was sent to the agent");
-  }
-  done(status, notices);
-}
-
-void Supervisor::Resume(const std::string& name, Done done) {
-  absl::StatusOr<store::InstanceRow> row = Load(name);
-  if (!row.ok()) {
-    done(row.status(), {});
-    return;
-  }
-  const State state = RowState(*row);
-  if (absl::Status status = RefuseWhileUnrecorded(*row); !status.ok()) {
-    done(status, {});
-    return;
-  }
-  if (absl::Status status = CheckCommand(state, Command::kResume); !status.ok()) {
-    done(status, {});
-    return;
-  }
-  absl::StatusOr<v1::AdapterSnapshot> parsed = SnapshotOf(*row);
-  if (!parsed.ok()) {
-    // SIGCONT resumes a frozen group whatever its adapter says: resume the guaranteed way.
-    log_->error("{}; resuming with SIGCONT", std::string(parsed.status().message()));
-  }
-  const v1::SupportLevel level =
-      parsed.ok() ? LevelHere(parsed->capabilities().pause()) : v1::SUPPORT_LEVEL_GUARANTEED;
-  const v1::AdapterSnapshot snapshot = parsed.ok() ? *parsed : v1::AdapterSnapshot();
-  const pid_t leader = static_cast<pid_t>(row->pid.value_or(0));
-  if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
-    absl::Status status = Commit(*row, State::kRunning, "resumed");
-    if (status.ok()) {
-      backend_.SignalGroup(leader, SIGCONT)
-          .IgnoreError();  // a gone group: its exit arrives via the shim
-    }
-    done(status, {});
-    return;
-  }
-  std::vector<std::string> notices = {"resume is best-effort on linux for this adapter"};
-  absl::Status status = Commit(*row, State::kRunning, "resume-best-effort");
-  if (status.ok() && !snapshot.resume().exec().empty()) {
-    std::vector<std::string> args(snapshot.resume().args().begin(), snapshot.resume().args().end());
-    absl::Status ran =
-        backend_.RunDetached(snapshot.resume().exec(), args, BaseEnvironment(), row->home);
-    if (!ran.ok()) {
-      notices.push_back(absl::StrCat("resume template failed: ", ran.message()));
-    }
-  }
-  // A paused instance may also have been frozen by a budget breach with a guaranteed level;
-  // SIGCONT is harmless for a group that is not stopped.
-  backend_.SignalGroup(leader, SIGCONT)
-      .IgnoreError();  // a gone group: its exit arrives via the shim
-  done(status, notices);
-}
-
-void Supervisor::BudgetAction(const std::string& name, bool stop, const std::string& cause) {
-  absl::StatusOr<store::InstanceRow> row = Load(name);
-  if (!row.ok()) {
-    return;
-  }
-  const State state = RowState(*row);
-  if (state == State::kStarting) {
-    RuntimeFor(*row).pending_budget = std::make_pair(stop, cause);
-    return;
-  }
-  if (!stop && state == State::kPaused) {
-    return;  // already paused (e.g. a best-effort pause whose agent still reports usage)
-  }
-  absl::StatusOr<v1::AdapterSnapshot> parsed = SnapshotOf(*row);
-  if (!parsed.ok()) {
-    // The budget is spent and the pause level unknown: stopping needs no capability.
-    log_->error("{}; the budget action becomes a stop", std::string(parsed.status().message()));
-    stop = true;
-  }
-  const v1::AdapterSnapshot snapshot = parsed.ok() ? *parsed : v1::AdapterSnapshot();
-  const v1::SupportLevel level = LevelHere(snapshot.capabilities().pause());
-  const pid_t leader = static_cast<pid_t>(row->pid.value_or(0));
-  if (!stop && state == State::kRunning && Supported(level)) {
-    if (!Commit(*row, State::kPaused,
-                level == v1::SUPPORT_LEVEL_GUARANTEED ? cause : cause + " pause-best-effort")
-             .ok()) {
-      return;
-    }
-    if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
-      backend_.SignalGroup(leader, SIGSTOP)
-          .IgnoreError();  // a gone group: its exit arrives via the shim
-    } else if (!snapshot.pause().exec().empty()) {
-      std::vector<std::string> args(snapshot.pause().args().begin(), snapshot.pause().args().end());
-      backend_.RunDetached(snapshot.pause().exec(), args, BaseEnvironment(), row->home)
-          .IgnoreError();  // best effort: the level is best-effort
-    }
-    return;
-  }
-  if (state != State::kRunning && state != State::kPaused) {
-    return;
-  }
-  if (!stop) {
-    EngineLine(*row, "budget breach: pause is unsupported here, stopping instead");
-  }
-  if (!Commit(*row, State::kStopping, cause).ok()) {
-    return;
-  }
-  Runtime& rt = RuntimeFor(*row);
-  rt.stop_notices.clear();
-  if (state == State::kPaused) {
-    backend_.SignalGroup(leader, SIGCONT)
-        .IgnoreError();  // a gone group: its exit arrives via the shim
-  }
-  BeginStop(*row, default_stop_seconds_);
 }
 
 void Supervisor::Forget(const std::string& name) { runtimes_.erase(name); }

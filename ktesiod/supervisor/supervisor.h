@@ -124,6 +124,12 @@ class Supervisor {
   struct Runtime;
   Runtime& RuntimeFor(const store::InstanceRow& row);
   absl::StatusOr<store::InstanceRow> Load(const std::string& name);
+  // Loads `name` for an operator `command`: NOT_FOUND, STORE_ERROR while an exit is unrecorded,
+  // INVALID_TRANSITION when the command does not fit the state.
+  absl::StatusOr<store::InstanceRow> Admit(const std::string& name, Command command);
+  // Runs a stop/pause/resume template detached in the agent's home, with the safe base
+  // environment plus the template's own. Errors: the backend's.
+  absl::Status RunTemplate(const v1::OpTemplate& op, const store::InstanceRow& row);
   absl::Status Commit(store::InstanceRow& row, State to, const std::string& cause,
                       RunChange run = {});
   // The end of a run already happened (an exit, a failed launch): its transition and the run's

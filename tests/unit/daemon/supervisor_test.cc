@@ -72,10 +72,16 @@ class SupervisorTest : public ::testing::Test {
   }
 
   // Registers `name`; `pause` is its declared pause level on linux.
-  void Register(const std::string& name, v1::SupportLevel pause = v1::SUPPORT_LEVEL_GUARANTEED) {
+  // `pause_template` names the pause template's program ("" = none; resume gets "...-resume").
+  void Register(const std::string& name, v1::SupportLevel pause = v1::SUPPORT_LEVEL_GUARANTEED,
+                const std::string& pause_template = "") {
     v1::AdapterSnapshot snapshot;
     snapshot.set_kind("fake");
     snapshot.mutable_start()->set_exec("/usr/bin/agent");
+    if (!pause_template.empty()) {
+      snapshot.mutable_pause()->set_exec(pause_template);
+      snapshot.mutable_resume()->set_exec(pause_template + "-resume");
+    }
     snapshot.mutable_capabilities()->mutable_pause()->set_on_linux(pause);
     store::InstanceRow row;
     row.name = name;
@@ -391,6 +397,41 @@ TEST_F(SupervisorTest, ABudgetStopOfAPausedAgentThawsItFirst) {
   // SIGKILL last: what an exited agent left in its group goes with it.
   EXPECT_EQ(sent, (std::vector<int>{SIGSTOP, SIGCONT, SIGTERM, SIGKILL}));
   EXPECT_EQ(StateOf("a"), "stopped");
+}
+
+TEST_F(SupervisorTest, ABestEffortPauseRunsTheTemplatesAndSaysSo) {
+  Register("a", v1::SUPPORT_LEVEL_BEST_EFFORT, "/usr/bin/agent-pause");
+  Register("b", v1::SUPPORT_LEVEL_BEST_EFFORT);
+  StartRunning("a");
+  StartRunning("b");
+  Outcome paused;
+  supervisor_->Pause("a", Record(paused));
+  KT_ASSERT_OK(paused.status);
+  EXPECT_EQ(StateOf("a"), "paused");
+  EXPECT_EQ(CauseOf("a"), "pause-best-effort");
+  EXPECT_EQ(backend_.detached(), std::vector<std::string>{"/usr/bin/agent-pause"});
+  EXPECT_EQ(backend_.SignalsSent(Row("a").pid.value(), SIGSTOP), 0);
+  Outcome resumed;
+  supervisor_->Resume("a", Record(resumed));
+  KT_ASSERT_OK(resumed.status);
+  EXPECT_EQ(StateOf("a"), "running");
+  EXPECT_EQ(backend_.detached().back(), "/usr/bin/agent-pause-resume");
+  // Without a template the operator is told nothing was sent.
+  Outcome untemplated;
+  supervisor_->Pause("b", Record(untemplated));
+  KT_ASSERT_OK(untemplated.status);
+  ASSERT_EQ(untemplated.notices.size(), 2u);
+  EXPECT_EQ(untemplated.notices[1],
+            "no [lifecycle.pause] template is declared; nothing was sent to the agent");
+}
+
+TEST_F(SupervisorTest, PauseOfAnAdapterThatCannotPauseIsRefused) {
+  Register("a", v1::SUPPORT_LEVEL_UNSUPPORTED);
+  StartRunning("a");
+  Outcome paused;
+  supervisor_->Pause("a", Record(paused));
+  EXPECT_EQ(contract::ErrorReason(paused.status), contract::reason::kCapabilityUnsupported);
+  EXPECT_EQ(StateOf("a"), "running");
 }
 
 TEST_F(SupervisorTest, ABreachWhileStartingWaitsForRunning) {
