@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,6 +52,11 @@ absl::StatusOr<DaemonOptions> ParseDaemonFlags(const std::vector<std::string>& a
 // A missing file is fine unless `required`. Errors: INVALID_ARGUMENT with file:line:column for
 // syntax errors, unknown keys or bad values; NOT_FOUND when required and missing.
 absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptions& options);
+
+// INVALID_ARGUMENT with `message`: how every flag and ktesiod.toml problem is reported.
+absl::Status BadOption(std::string_view message);
+// trace|debug|info|warn|error|off.
+bool ValidLogLevel(std::string_view level);
 
 extern const char kDaemonUsage[];
 

@@ -108,3 +108,61 @@ TEST_F(ConfigFileTest, ErrorsCarryFileLineColumn) {
 
 }  // namespace
 }  // namespace ktesio::daemon
+
+namespace ktesio::daemon {
+namespace {
+
+// Every key of the table: a good value lands in its field, an out-of-range one is refused with
+// the file position and the key's range, and nothing else changes.
+TEST_F(ConfigFileTest, EveryIntegerKeyChecksItsRange) {
+  struct Case {
+    std::string key;
+    int64_t good;
+    int64_t bad;
+    std::string range;
+  };
+  const std::vector<Case> cases = {
+      {"metering_max_connections", 7, 0, "from 1 to 1000000"},
+      {"metering_max_connections_per_agent", 8, 1000001, "from 1 to 1000000"},
+      {"metering_header_timeout_secs", 9, 3601, "from 1 to 3600"},
+      {"stop_timeout_secs", 0, -1, "from 0 to 86400"},
+      {"max_instances", 11, 0, "from 1 to 1000000"},
+      {"max_streams", 12, 100001, "from 1 to 100000"},
+      {"retention_events_secs", 0, -1, "from 0 to 1099511627776 (0 = no limit)"},
+      {"retention_interval_secs", 13, 0, "from 1 to 1099511627776"},
+  };
+  for (const Case& c : cases) {
+    DaemonOptions options;
+    KT_ASSERT_OK(
+        ApplyConfigFile(Write(c.key + " = " + std::to_string(c.good) + "\n"), true, options));
+    DaemonOptions refused = options;
+    absl::Status status =
+        ApplyConfigFile(Write("\n" + c.key + " = " + std::to_string(c.bad) + "\n"), true, refused);
+    ASSERT_FALSE(status.ok()) << c.key;
+    EXPECT_NE(std::string(status.message()).find(":2:"), std::string::npos) << status;
+    EXPECT_NE(std::string(status.message()).find("'" + c.key + "' must be an integer " + c.range),
+              std::string::npos)
+        << status;
+  }
+  DaemonOptions options;
+  KT_ASSERT_OK(
+      ApplyConfigFile(Write("max_streams = 12\nretention_interval_secs = 13\n"), true, options));
+  EXPECT_EQ(options.max_streams, 12u);
+  EXPECT_EQ(options.retention_interval_secs, 13);
+}
+
+TEST_F(ConfigFileTest, UnknownKeysNameTheirFamily) {
+  DaemonOptions options;
+  for (const auto& [key, family] : std::vector<std::pair<std::string, std::string>>{
+           {"otlp_nope", "known otlp_ keys: otlp_endpoint"},
+           {"retention_nope", "retention keys: retention_events_secs"},
+           {"nope", "known: version, log_level"}}) {
+    absl::Status status = ApplyConfigFile(Write(key + " = 1\n"), true, options);
+    EXPECT_NE(std::string(status.message()).find("unknown key '" + key + "' (" + family),
+              std::string::npos)
+        << status;
+  }
+}
+
+}  // namespace
+}  // namespace ktesio::daemon
