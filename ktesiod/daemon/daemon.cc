@@ -22,6 +22,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "ktesio/contract/declaration.h"
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/v1/version.h"
 #include "server/instance_lock.h"
 #include "server/listener.h"
@@ -171,171 +172,233 @@ static metering::AdmissionLimits ProxyAdmission(const DaemonOptions& options, sp
   return limits;
 }
 
-int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
-  DaemonOptions options = flags;
-  // Everything the daemon creates (state.db, logs, rendered files) is owner-only by default.
-  umask(0077);
-  auto log = MakeLogger("ktesiod", options.log_level);
-  gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
+namespace {
 
+// What the daemon settles before it opens anything: the flags under ktesiod.toml, the paths,
+// the OTLP settings and the socket group.
+struct Settled {
+  DaemonOptions options;
+  DaemonPaths paths;
+  telemetry::OtlpConfig otlp;
+  std::optional<gid_t> group;
+};
+
+// Settles the start-up; nullopt after logging why, with `exit_code` 2 for a refused
+// configuration and 1 for anything else.
+std::optional<Settled> Settle(const DaemonOptions& flags, spdlog::logger& log, int& exit_code) {
+  Settled settled;
+  settled.options = flags;
+  DaemonOptions& options = settled.options;
+  exit_code = 2;
   absl::StatusOr<DaemonPaths> paths = ResolveDaemonPaths(options.paths, ProcessEnvironment());
   if (!paths.ok()) {
-    log->error("start failed: {}", std::string(paths.status().message()));
-    return 2;
+    log.error("start failed: {}", std::string(paths.status().message()));
+    return std::nullopt;
   }
+  settled.paths = std::move(*paths);
   if (absl::Status status =
-          ApplyConfigFile(paths->config_path, !options.paths.config_path.empty(), options);
+          ApplyConfigFile(settled.paths.config_path, !options.paths.config_path.empty(), options);
       !status.ok()) {
-    log->error("config refused: {}", std::string(status.message()));
-    return 2;
+    log.error("config refused: {}", std::string(status.message()));
+    return std::nullopt;
   }
   // `socket` in the file counts only when neither --socket nor KTESIO_SOCKET chose one.
   if (!options.config_socket.empty() && flags.paths.socket_path.empty() &&
       ProcessEnvironment().Get("KTESIO_SOCKET").empty()) {
-    paths->socket_path = options.config_socket;
+    settled.paths.socket_path = options.config_socket;
   }
-  log->set_level(spdlog::level::from_str(options.log_level));
+  log.set_level(spdlog::level::from_str(options.log_level));
   absl::StatusOr<telemetry::OtlpConfig> otlp =
       telemetry::ResolveOtlp(options.otlp, [](const char* name) {
         const char* value = std::getenv(name);
         return value == nullptr ? std::string() : std::string(value);
       });
   if (!otlp.ok()) {
-    log->error("config refused: {}", std::string(otlp.status().message()));
-    return 2;
+    log.error("config refused: {}", std::string(otlp.status().message()));
+    return std::nullopt;
   }
+  settled.otlp = std::move(*otlp);
+  exit_code = 1;
   absl::StatusOr<std::optional<gid_t>> group = ResolveGroup(options);
   if (!group.ok()) {
-    log->error("start failed: {}", std::string(group.status().message()));
-    return 1;
+    log.error("start failed: {}", std::string(group.status().message()));
+    return std::nullopt;
   }
+  settled.group = *group;
+  return settled;
+}
 
-  if (absl::Status status = fs::MakeDirs(paths->state_dir, 0700, true); !status.ok()) {
-    log->error("start failed: {}", std::string(status.message()));
-    return 1;
-  }
-  absl::StatusOr<std::unique_ptr<server::InstanceLock>> lock =
-      server::InstanceLock::Acquire(paths->state_dir);
-  if (!lock.ok()) {
-    log->error("start refused: {}", std::string(lock.status().message()));
-    return 1;
-  }
+engine::EngineOptions EngineOptionsOf(const DaemonOptions& options, spdlog::logger& log) {
   engine::EngineOptions engine_options;
   engine_options.proxy.ca_file = options.metering_ca_file;
   engine_options.proxy.max_request_bytes = options.metering_max_request_bytes;
   engine_options.proxy.header_timeout = std::chrono::seconds(options.metering_header_timeout_secs);
-  engine_options.proxy.admission = ProxyAdmission(options, *log);
+  engine_options.proxy.admission = ProxyAdmission(options, log);
   engine_options.limits = LimitsOf(options);
-  auto engine_log = MakeLogger("engine", options.log_level);
-  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
-      engine::Engine::Create(*paths, engine_log, engine_options);
-  if (!engine.ok()) {
-    log->error("start failed: {}", std::string(engine.status().message()));
-    return 1;
-  }
+  return engine_options;
+}
 
-  // The metrics endpoint is bound before the API socket: a client that reaches the socket never
-  // meets a daemon about to fail on its metrics address.
-  api::RequestCounter requests;
+// The metrics endpoint and the OTLP exporter, when configured.
+struct Telemetry {
   std::unique_ptr<telemetry::MetricsServer> metrics;
-  if (!options.metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<telemetry::MetricsServer>> started = StartMetrics(
-        options.metrics_listen, **engine, requests, MakeLogger("metrics", options.log_level));
-    if (!started.ok()) {
-      log->error("start failed: {}", std::string(started.status().message()));
-      return 1;
-    }
-    metrics = std::move(*started);
-    (*engine)->set_metrics_address(metrics->address());
-  }
   std::unique_ptr<telemetry::OtlpExporter> exporter;
-  if (!otlp->unsupported.empty()) {
-    log->error("{}", otlp->unsupported);
-    (*engine)->health().Set("otlp", otlp->unsupported);
-  } else if (otlp->enabled) {
+};
+
+absl::StatusOr<Telemetry> StartTelemetry(const Settled& settled, engine::Engine& engine,
+                                         api::RequestCounter& requests, spdlog::logger& log) {
+  const DaemonOptions& options = settled.options;
+  Telemetry telemetry;
+  if (!options.metrics_listen.empty()) {
+    KT_ASSIGN_OR_RETURN(telemetry.metrics, StartMetrics(options.metrics_listen, engine, requests,
+                                                        MakeLogger("metrics", options.log_level)));
+    engine.set_metrics_address(telemetry.metrics->address());
+  }
+  if (!settled.otlp.unsupported.empty()) {
+    log.error("{}", settled.otlp.unsupported);
+    engine.health().Set("otlp", settled.otlp.unsupported);
+  } else if (settled.otlp.enabled) {
     auto otlp_log = MakeLogger("otlp", options.log_level);
-    absl::StatusOr<std::unique_ptr<telemetry::OtlpExporter>> started =
+    KT_ASSIGN_OR_RETURN(
+        telemetry.exporter,
         telemetry::OtlpExporter::Start(
-            *otlp,
-            [&engine, &requests, otlp_log] {
-              return CollectSnapshot(**engine, requests, *otlp_log);
-            },
-            otlp_log);
-    if (!started.ok()) {
-      log->error("start failed: {}", std::string(started.status().message()));
-      return 1;
-    }
-    exporter = std::move(*started);
+            settled.otlp,
+            [&engine, &requests, otlp_log] { return CollectSnapshot(engine, requests, *otlp_log); },
+            otlp_log));
   }
-  absl::StatusOr<std::unique_ptr<server::Listener>> listener;
+  return telemetry;
+}
+
+absl::StatusOr<std::unique_ptr<server::Listener>> OpenListener(const Settled& settled,
+                                                               spdlog::logger& log) {
   if (std::optional<int> inherited = server::InheritedListenFd(); inherited.has_value()) {
-    listener = server::Listener::Adopt(*inherited, paths->socket_path);
-    log->info("serving on the socket passed by the service manager (LISTEN_FDS) path={}",
-              paths->socket_path);
-  } else {
-    listener = server::Listener::Bind(paths->socket_path, group->has_value() ? 0660 : 0600, *group);
+    log.info("serving on the socket passed by the service manager (LISTEN_FDS) path={}",
+             settled.paths.socket_path);
+    return server::Listener::Adopt(*inherited, settled.paths.socket_path);
   }
-  if (!listener.ok()) {
-    log->error("start failed: {}", std::string(listener.status().message()));
-    return 1;
-  }
+  return server::Listener::Bind(settled.paths.socket_path, settled.group.has_value() ? 0660 : 0600,
+                                settled.group);
+}
 
-  server::PeerTable peers;
-  api::ApiContext api;
-  api.engine = engine->get();
-  api.peers = &peers;
-  api.policy.owner_uid = geteuid();
-  api.policy.group = *group;
-  api.logger = MakeLogger("api", options.log_level);
-  api::SystemServiceImpl system_service(api);
-  api::AgentServiceImpl agent_service(api);
-  api::LogServiceImpl log_service(api);
-  api::ConfigServiceImpl config_service(api);
-  api::SecretServiceImpl secret_service(api);
-  api::EventServiceImpl event_service(api);
-  api::FleetServiceImpl fleet_service(api);
+// The gRPC services over one API context, and the server running them. Members in this order:
+// the services refer to the context and must outlive the server.
+class ApiServer {
+ public:
+  explicit ApiServer(api::ApiContext context)
+      : context_(std::move(context)),
+        system_(context_),
+        agent_(context_),
+        log_(context_),
+        config_(context_),
+        secret_(context_),
+        event_(context_),
+        fleet_(context_) {}
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  {
+  // Builds and starts the server with the request counter's interceptor. Errors: INTERNAL.
+  absl::Status Start(api::RequestCounter& requests) {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
     counting.push_back(requests.Factory());
     builder.experimental().SetInterceptorCreators(std::move(counting));
+    for (grpc::Service* service : std::initializer_list<grpc::Service*>{
+             &system_, &agent_, &log_, &config_, &secret_, &event_, &fleet_}) {
+      builder.RegisterService(service);
+    }
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr) {
+      return absl::InternalError("cannot start the gRPC server");
+    }
+    // "" (the daemon) is SERVING while it answers; the agent service is NOT_SERVING while the
+    // daemon is degraded (e.g. ktesio-shim missing: agents cannot start).
+    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+    context_.engine->health().SetObserver([health](bool degraded) {
+      health->SetServingStatus(std::string(v1::AgentService::service_full_name()), !degraded);
+    });
+    return absl::OkStatus();
   }
-  for (grpc::Service* service : std::initializer_list<grpc::Service*>{
-           &system_service, &agent_service, &log_service, &config_service, &secret_service,
-           &event_service, &fleet_service}) {
-    builder.RegisterService(service);
+
+  grpc::Server* server() { return server_.get(); }
+  const std::shared_ptr<spdlog::logger>& logger() const { return context_.logger; }
+
+ private:
+  api::ApiContext context_;
+  api::SystemServiceImpl system_;
+  api::AgentServiceImpl agent_;
+  api::LogServiceImpl log_;
+  api::ConfigServiceImpl config_;
+  api::SecretServiceImpl secret_;
+  api::EventServiceImpl event_;
+  api::FleetServiceImpl fleet_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace
+
+int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
+  // Everything the daemon creates (state.db, logs, rendered files) is owner-only by default.
+  umask(0077);
+  auto log = MakeLogger("ktesiod", flags.log_level);
+  gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
+  int exit_code = 1;
+  std::optional<Settled> settled = Settle(flags, *log, exit_code);
+  if (!settled.has_value()) {
+    return exit_code;
   }
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr) {
-    log->error("start failed: cannot start the gRPC server");
+  DaemonOptions& options = settled->options;
+  const DaemonPaths& paths = settled->paths;
+  auto failed = [&log](std::string_view what, const absl::Status& status) {
+    log->error("{}: {}", what, std::string(status.message()));
     return 1;
+  };
+  if (absl::Status status = fs::MakeDirs(paths.state_dir, 0700, true); !status.ok()) {
+    return failed("start failed", status);
   }
-  // "" (the daemon) is SERVING while it answers; the agent service is NOT_SERVING while the
-  // daemon is degraded (e.g. ktesio-shim missing: agents cannot start).
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  (*engine)->health().SetObserver([health](bool degraded) {
-    health->SetServingStatus(std::string(v1::AgentService::service_full_name()), !degraded);
-  });
+  absl::StatusOr<std::unique_ptr<server::InstanceLock>> lock =
+      server::InstanceLock::Acquire(paths.state_dir);
+  if (!lock.ok()) {
+    return failed("start refused", lock.status());
+  }
+  auto engine_log = MakeLogger("engine", options.log_level);
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(paths, engine_log, EngineOptionsOf(options, *log));
+  if (!engine.ok()) {
+    return failed("start failed", engine.status());
+  }
+  // The metrics endpoint is bound before the API socket: a client that reaches the socket never
+  // meets a daemon about to fail on its metrics address.
+  api::RequestCounter requests;
+  absl::StatusOr<Telemetry> telemetry = StartTelemetry(*settled, **engine, requests, *log);
+  if (!telemetry.ok()) {
+    return failed("start failed", telemetry.status());
+  }
+  absl::StatusOr<std::unique_ptr<server::Listener>> listener = OpenListener(*settled, *log);
+  if (!listener.ok()) {
+    return failed("start failed", listener.status());
+  }
+  server::PeerTable peers;
+  ApiServer api(api::ApiContext{
+      engine->get(), &peers, {geteuid(), settled->group}, MakeLogger("api", options.log_level)});
+  if (absl::Status status = api.Start(requests); !status.ok()) {
+    return failed("start failed", status);
+  }
   (*engine)->Start();
-  (*listener)->Serve(server.get(), &peers);
+  (*listener)->Serve(api.server(), &peers);
   log->info("ready version={} api={} contract={} pid={} state_dir={} socket={} mode={}",
             std::string(v1::kKtesioVersion), std::string(v1::kApiVersion),
-            std::string(contract::kContractVersion), getpid(), paths->state_dir, paths->socket_path,
-            paths->system_mode ? "system" : "user");
+            std::string(contract::kContractVersion), getpid(), paths.state_dir, paths.socket_path,
+            paths.system_mode ? "system" : "user");
   host.ReportReady();
 
   while (host.WaitForControl() == platform::Control::kReload) {
-    Reload(flags, *paths, options, {log, engine_log, api.logger}, **engine);
+    Reload(flags, paths, options, {log, engine_log, api.logger()}, **engine);
   }
   log->info("shutdown signal={}", std::string(host.LastControlSource()));
   host.ReportStopping();
   (*listener)->Shutdown();
-  metrics.reset();  // before the engine stops: a scrape (or an export) waits on it
-  exporter.reset();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  telemetry->metrics.reset();  // before the engine stops: a scrape (or an export) waits on it
+  telemetry->exporter.reset();
+  api.server()->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   (*engine)->Stop();
   log->info("stopped");
   return 0;
