@@ -9,7 +9,7 @@ packages=(
   libabsl-dev libtomlplusplus-dev libsqlite3-dev
   libboost-dev libboost-filesystem-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libssl-dev
-  clang-format python3 python3-grpcio python3-protobuf socat procps tmux
+  clang-format clang-tidy python3 python3-grpcio python3-protobuf socat procps tmux
   systemd libxml2-utils bc file g++-mingw-w64-x86-64-posix
   prometheus prometheus-alertmanager curl python3-yaml
 )

@@ -141,7 +141,7 @@ absl::StatusOr<std::map<std::string, std::string>> ReadAll(const std::string& pa
       return internal::ConfigInvalid(Cat(where, "invalid base64"));
     }
     const std::string& name = leaf.path[0];
-    for (absl::Status status : {CheckName(name), CheckValue(name, value)}) {
+    for (const absl::Status& status : {CheckName(name), CheckValue(name, value)}) {
       if (!status.ok()) {
         return internal::ConfigInvalid(Cat(where, std::string(status.message())));
       }
@@ -184,7 +184,7 @@ EnvLookup ProcessEnvironment() {
 SecretsStore::SecretsStore(std::string state_dir) : path_(Cat(state_dir, "/", kSecretsFileName)) {}
 
 absl::StatusOr<bool> SecretsStore::Set(std::string_view name, std::string_view value) {
-  for (absl::Status status : {CheckName(name), CheckValue(name, value)}) {
+  for (const absl::Status& status : {CheckName(name), CheckValue(name, value)}) {
     if (!status.ok()) {
       return status;
     }

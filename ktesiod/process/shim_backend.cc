@@ -253,8 +253,7 @@ void ShimBackend::Launch(const LaunchSpec& spec,
   };
   auto handshake = std::make_shared<Handshake>(io_, ready[0]);
   const std::string exec = spec.exec;
-  const std::string log_hint = shim_log;
-  auto finish = [this, handshake, shim_pid, exec, log_hint,
+  auto finish = [this, handshake, shim_pid, exec, log_hint = shim_log,
                  done = std::move(done)](const boost::system::error_code& ec) {
     if (handshake->finished) {
       return;
@@ -281,7 +280,9 @@ void ShimBackend::Launch(const LaunchSpec& spec,
     WatchExit(shim, [] {});
     if (words.size() >= 2 && words[0] == "exec-failed") {
       int err = 0;
-      absl::SimpleAtoi(words[1], &err);
+      if (!absl::SimpleAtoi(words[1], &err)) {
+        err = 0;  // "exec-failed" without a number: strerror(0) says no more than we know
+      }
       done(LaunchError(
           err == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kFailedPrecondition,
           absl::StrCat("cannot execute '", exec, "': ", std::strerror(err))));
