@@ -60,7 +60,7 @@ const char* StatusCodeName(grpc::StatusCode code) {
 
 void RequestCounter::Count(std::string_view method, grpc::StatusCode code) {
   std::string rpc(method.substr(method.empty() || method.front() != '/' ? 0 : 1));
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!rpcs_.contains(rpc)) {
     if (rpcs_.size() >= kMaxRpcs) {
       rpc = "other";
@@ -71,7 +71,7 @@ void RequestCounter::Count(std::string_view method, grpc::StatusCode code) {
 }
 
 std::vector<telemetry::ApiRequestCount> RequestCounter::Snapshot() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<telemetry::ApiRequestCount> out;
   out.reserve(counts_.size());
   for (const auto& [key, count] : counts_) {

@@ -10,11 +10,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "telemetry/metrics.h"
 
@@ -32,9 +33,9 @@ class RequestCounter {
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> Factory();
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, uint64_t> counts_;  // guarded by mu_
-  std::map<std::string, bool> rpcs_;                        // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> counts_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, bool> rpcs_ ABSL_GUARDED_BY(mu_);
 };
 
 // "OK", "NOT_FOUND", ... as gRPC spells its codes.

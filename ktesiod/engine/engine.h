@@ -11,7 +11,9 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/post.hpp"
@@ -303,9 +305,9 @@ class Engine {
   static constexpr size_t kMaxUnrecordedCalls = 100000;  // bound of the retry queue
   int calls_retry_attempts_ = 0;
   uint64_t calls_dropped_ = 0;
-  std::mutex calls_mu_;
-  std::vector<metering::CallRecord> pending_calls_;  // guarded by calls_mu_
-  bool calls_flush_posted_ = false;                  // guarded by calls_mu_
+  absl::Mutex calls_mu_;
+  std::vector<metering::CallRecord> pending_calls_ ABSL_GUARDED_BY(calls_mu_);
+  bool calls_flush_posted_ ABSL_GUARDED_BY(calls_mu_) = false;
   void ReopenProxies();
   std::string ProxyUrl(const std::string& name) const;
   ProxyKey proxy_key_;  // derives each instance's proxy path prefix (proxy_path.h)

@@ -161,7 +161,7 @@ void Engine::QueueObservedCall(metering::CallRecord record) {
   // and only the first of a batch pays for waking the engine thread.
   bool wake = false;
   {
-    std::lock_guard lock(calls_mu_);
+    absl::MutexLock lock(&calls_mu_);
     pending_calls_.push_back(std::move(record));
     wake = !calls_flush_posted_;
     calls_flush_posted_ = true;
@@ -174,7 +174,7 @@ void Engine::QueueObservedCall(metering::CallRecord record) {
 void Engine::FlushObservedCalls() {
   std::vector<metering::CallRecord> batch;
   {
-    std::lock_guard lock(calls_mu_);
+    absl::MutexLock lock(&calls_mu_);
     batch.swap(pending_calls_);
     calls_flush_posted_ = false;
   }
@@ -204,7 +204,7 @@ void Engine::FlushObservedCalls() {
   }
   size_t kept = 0;
   {
-    std::lock_guard lock(calls_mu_);
+    absl::MutexLock lock(&calls_mu_);
     unrecorded.insert(unrecorded.end(), std::make_move_iterator(pending_calls_.begin()),
                       std::make_move_iterator(pending_calls_.end()));
     if (unrecorded.size() > kMaxUnrecordedCalls) {

@@ -10,7 +10,7 @@ Admission::Admission(AdmissionLimits limits, Clock clock)
     : limits_(limits), clock_(std::move(clock)) {}
 
 bool Admission::TryAdmit(size_t* instance_open) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (*instance_open >= limits_.per_instance || open_ >= limits_.total) {
     ++refused_total_;
     ++refused_unreported_;
@@ -23,13 +23,13 @@ bool Admission::TryAdmit(size_t* instance_open) {
 }
 
 void Admission::Release(size_t* instance_open) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   --*instance_open;
   --open_;
 }
 
 std::chrono::milliseconds Admission::OnResourceError() {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++errors_total_;
   ++errors_unreported_;
   last_trouble_ = clock_();
@@ -39,12 +39,12 @@ std::chrono::milliseconds Admission::OnResourceError() {
 }
 
 void Admission::OnAccepted() {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   backoff_ = std::chrono::milliseconds(0);
 }
 
 std::string Admission::DueReport(const std::string& last_error) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   const auto now = clock_();
   if ((refused_unreported_ == 0 && errors_unreported_ == 0) ||
       (last_report_ != std::chrono::steady_clock::time_point{} &&
@@ -73,7 +73,7 @@ std::string Admission::DueReport(const std::string& last_error) {
 }
 
 Admission::Pressure Admission::Snapshot() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   Pressure pressure;
   pressure.open = open_;
   pressure.limits = limits_;

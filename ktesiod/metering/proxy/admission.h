@@ -17,8 +17,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace ktesio::daemon::metering {
 
@@ -62,15 +64,15 @@ class Admission {
  private:
   const AdmissionLimits limits_;
   const Clock clock_;
-  mutable std::mutex mu_;
-  size_t open_ = 0;                                       // guarded by mu_
-  uint64_t refused_total_ = 0;                            // guarded by mu_
-  uint64_t errors_total_ = 0;                             // guarded by mu_
-  uint64_t refused_unreported_ = 0;                       // guarded by mu_
-  uint64_t errors_unreported_ = 0;                        // guarded by mu_
-  std::chrono::milliseconds backoff_{0};                  // guarded by mu_
-  std::chrono::steady_clock::time_point last_report_{};   // guarded by mu_
-  std::chrono::steady_clock::time_point last_trouble_{};  // guarded by mu_
+  mutable absl::Mutex mu_;
+  size_t open_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t refused_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t errors_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t refused_unreported_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t errors_unreported_ ABSL_GUARDED_BY(mu_) = 0;
+  std::chrono::milliseconds backoff_ ABSL_GUARDED_BY(mu_){0};
+  std::chrono::steady_clock::time_point last_report_ ABSL_GUARDED_BY(mu_){};
+  std::chrono::steady_clock::time_point last_trouble_ ABSL_GUARDED_BY(mu_){};
 };
 
 }  // namespace ktesio::daemon::metering

@@ -1,4 +1,6 @@
 #include "metering/proxy/proxy.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 // <utility> first: Boost 1.74's asio/awaitable.hpp uses std::exchange without including it.
 #include <utility>
@@ -191,16 +193,16 @@ struct MeteringProxy::Impl {
   asio::executor_work_guard<asio::io_context::executor_type> work{asio::make_work_guard(io)};
   asio::steady_timer batch_timer{io};
   std::thread thread;
-  mutable std::mutex mu;
-  std::map<std::string, std::shared_ptr<Listener>> listeners;  // guarded by mu
-  std::map<std::string, ProxyInstanceStats> stats;             // guarded by mu
+  mutable absl::Mutex mu;
+  std::map<std::string, std::shared_ptr<Listener>> listeners ABSL_GUARDED_BY(mu);
+  std::map<std::string, ProxyInstanceStats> stats ABSL_GUARDED_BY(mu);
 
   void CountError(const std::string& instance, const char* reason) {
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     stats[instance].upstream_errors[reason] += 1;
   }
   void ObserveAdded(const std::string& instance, std::chrono::steady_clock::duration added) {
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     stats[instance].added_before_first_byte.Observe(std::chrono::duration<double>(added).count());
   }
 
@@ -264,14 +266,14 @@ MeteringProxy::~MeteringProxy() {
   if (impl_->thread.joinable()) {
     impl_->thread.join();
   }
-  std::lock_guard lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   impl_->listeners.clear();
 }
 
 absl::StatusOr<uint16_t> MeteringProxy::Open(const std::string& instance, const Upstream& upstream,
                                              uint16_t port, bool exact, std::string path_prefix) {
   auto shared_upstream = std::make_shared<const Upstream>(upstream);
-  std::lock_guard lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   if (auto it = impl_->listeners.find(instance); it != impl_->listeners.end()) {
     std::shared_ptr<Impl::Listener> listener = it->second;
     asio::post(impl_->io, [listener, shared_upstream] { listener->upstream = shared_upstream; });
@@ -320,7 +322,7 @@ absl::StatusOr<uint16_t> MeteringProxy::Open(const std::string& instance, const 
 void MeteringProxy::Close(const std::string& instance) {
   std::shared_ptr<Impl::Listener> listener;
   {
-    std::lock_guard lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     auto it = impl_->listeners.find(instance);
     if (it == impl_->listeners.end()) {
       return;
@@ -334,7 +336,7 @@ void MeteringProxy::Close(const std::string& instance) {
 }
 
 void MeteringProxy::Block(const std::string& instance) {
-  std::lock_guard lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   if (auto it = impl_->listeners.find(instance); it != impl_->listeners.end()) {
     asio::post(impl_->io, [listener = it->second] { listener->blocked = true; });
     impl_->log->warn("metering proxy: model calls refused after a budget breach instance={}",
@@ -343,14 +345,14 @@ void MeteringProxy::Block(const std::string& instance) {
 }
 
 void MeteringProxy::Unblock(const std::string& instance) {
-  std::lock_guard lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   if (auto it = impl_->listeners.find(instance); it != impl_->listeners.end()) {
     asio::post(impl_->io, [listener = it->second] { listener->blocked = false; });
   }
 }
 
 uint16_t MeteringProxy::Port(const std::string& instance) const {
-  std::lock_guard lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   auto it = impl_->listeners.find(instance);
   if (it == impl_->listeners.end()) {
     return 0;
@@ -361,7 +363,7 @@ uint16_t MeteringProxy::Port(const std::string& instance) const {
 }
 
 std::string MeteringProxy::PathPrefix(const std::string& instance) const {
-  std::lock_guard lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   auto it = impl_->listeners.find(instance);
   return it == impl_->listeners.end() ? std::string() : it->second->path_prefix;
 }
@@ -369,12 +371,12 @@ std::string MeteringProxy::PathPrefix(const std::string& instance) const {
 Admission::Pressure MeteringProxy::Pressure() const { return impl_->admission->Snapshot(); }
 
 std::map<std::string, ProxyInstanceStats> MeteringProxy::Stats() const {
-  std::lock_guard lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   return impl_->stats;
 }
 
 void MeteringProxy::Forget(const std::string& instance) {
-  std::lock_guard lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   impl_->stats.erase(instance);
 }
 
@@ -807,7 +809,11 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
     out.set(http::field::host, upstream->host_header);
     out.set(http::field::accept_encoding, "identity");  // usage must stay readable
     const bool had_body = request.has_content_length() || request.chunked();
-    out.body() = plan.body.has_value() ? *plan.body : std::move(request.body());
+    if (plan.body.has_value()) {
+      out.body() = *plan.body;
+    } else {
+      out.body() = std::move(request.body());  // not copied: a request body may be megabytes
+    }
     if (had_body || !out.body().empty()) {
       out.content_length(out.body().size());
     }
