@@ -78,8 +78,17 @@ stty -a > "$DIR/stty.txt"
 mv "$DIR/exit.tmp" "$DIR/exit.txt"
 sleep 600
 EOF
-  tmux -S "$TMUX_SOCK" -f /dev/null new-session -d -s top -x 80 -y 24 "bash $DIR/run.sh" ||
-    fail "tmux new-session failed"
+  # Killing the last session ends the tmux server; a new-session racing with that exit can meet
+  # the dying server ("server exited unexpectedly"): try again on a fresh server.
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    if tmux -S "$TMUX_SOCK" -f /dev/null new-session -d -s top -x 80 -y 24 "bash $DIR/run.sh"; then
+      break
+    fi
+    ((attempt < 5)) || fail "tmux new-session failed 5 times"
+    tmux -S "$TMUX_SOCK" kill-server 2>/dev/null || true
+    sleep 0.2
+  done
   wait_until "the view to list all three agents" 20 \
     eval 'pane_has "^alpha " && pane_has "^bravo " && pane_has "^charlie "'
 }
