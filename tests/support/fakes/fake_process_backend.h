@@ -82,6 +82,8 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   const std::vector<LaunchSpec>& launches() const { return launches_; }
   const std::vector<Signal>& signals() const { return signals_; }
   const std::vector<std::string>& detached() const { return detached_; }
+  // The environment (NAME=VALUE) of each detached command, in the same order.
+  const std::vector<std::vector<std::string>>& detached_env() const { return detached_env_; }
   // The agent pid of the latest launch (0 before any).
   pid_t last_agent() const { return last_agent_; }
   // How many times `signal` went to `group`.
@@ -159,9 +161,10 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   }
 
   absl::Status RunDetached(const std::string& exec, const std::vector<std::string>& /*args*/,
-                           const std::vector<std::string>& /*env*/,
+                           const std::vector<std::string>& env,
                            const std::string& /*cwd*/) override {
     detached_.push_back(exec);
+    detached_env_.push_back(env);
     return absl::OkStatus();
   }
 
@@ -186,6 +189,7 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   std::vector<LaunchSpec> launches_;
   std::vector<Signal> signals_;
   std::vector<std::string> detached_;
+  std::vector<std::vector<std::string>> detached_env_;
 };
 
 }  // namespace ktesio::testing

@@ -7,6 +7,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -80,6 +81,7 @@ class SupervisorTest : public ::testing::Test {
     snapshot.mutable_start()->set_exec("/usr/bin/agent");
     if (!pause_template.empty()) {
       snapshot.mutable_pause()->set_exec(pause_template);
+      (*snapshot.mutable_pause()->mutable_env())["KT_TEMPLATE"] = "pause";
       snapshot.mutable_resume()->set_exec(pause_template + "-resume");
     }
     snapshot.mutable_capabilities()->mutable_pause()->set_on_linux(pause);
@@ -410,6 +412,10 @@ TEST_F(SupervisorTest, ABestEffortPauseRunsTheTemplatesAndSaysSo) {
   EXPECT_EQ(StateOf("a"), "paused");
   EXPECT_EQ(CauseOf("a"), "pause-best-effort");
   EXPECT_EQ(backend_.detached(), std::vector<std::string>{"/usr/bin/agent-pause"});
+  // The template runs with its declared environment on top of the safe base.
+  ASSERT_EQ(backend_.detached_env().size(), 1u);
+  const std::vector<std::string>& env = backend_.detached_env()[0];
+  EXPECT_NE(std::find(env.begin(), env.end(), "KT_TEMPLATE=pause"), env.end());
   EXPECT_EQ(backend_.SignalsSent(Row("a").pid.value(), SIGSTOP), 0);
   Outcome resumed;
   supervisor_->Resume("a", Record(resumed));
