@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Timing helper of bench/compare.sh: starts a command and measures, by polling /proc or a log
+file, how long until its effect is visible. It never waits for the command itself (a daemon
+keeps running, a CLI may return before or after the effect), so every supervisor is timed the
+same way: from the exec of the command to the observable result.
+
+  procwait.py procs N CMDLINE -- COMMAND...    until N processes have exactly CMDLINE
+  procwait.py log DIR MARKER -- COMMAND...     until a file in DIR ends with a line holding MARKER
+  procwait.py restart CMDLINE REPS GAP_S       SIGKILL one CMDLINE process REPS times; each time
+                                               until a new one exists; GAP_S seconds between
+
+Prints seconds (procs, log) or one millisecond figure per repetition (restart). Exits 1 after
+TIMEOUT_S (environment, default 120) seconds without the result.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+TIMEOUT_S = float(os.environ.get("TIMEOUT_S", "120"))
+
+
+def cmdline_pids(cmdline):
+    """Pids whose argv, joined with spaces, equals cmdline (zombies have an empty cmdline)."""
+    want = cmdline.encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry.name, "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        if raw.rstrip(b"\0").replace(b"\0", b" ") == want:
+            found.append(int(entry.name))
+    return found
+
+
+def spawn(command):
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def wait_until(done):
+    start = time.monotonic()
+    while not done():
+        if time.monotonic() - start > TIMEOUT_S:
+            sys.exit("procwait: timed out after %.0f s" % TIMEOUT_S)
+        time.sleep(0.001)
+
+
+def split_command(args):
+    if "--" not in args:
+        sys.exit("procwait: missing -- COMMAND")
+    i = args.index("--")
+    return args[:i], args[i + 1:]
+
+
+def ends_with_marker(directory, marker):
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            with open(os.path.join(directory, name), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 512))
+                if marker in f.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    mode, args = sys.argv[1], sys.argv[2:]
+    if mode == "procs":
+        (count, cmdline), command = split_command(args)
+        t0 = time.monotonic()
+        spawn(command)
+        wait_until(lambda: len(cmdline_pids(cmdline)) >= int(count))
+        print("%.3f" % (time.monotonic() - t0))
+    elif mode == "log":
+        (directory, marker), command = split_command(args)
+        t0 = time.monotonic()
+        spawn(command)
+        wait_until(lambda: ends_with_marker(directory, marker.encode()))
+        print("%.3f" % (time.monotonic() - t0))
+    elif mode == "restart":
+        cmdline, reps, gap = args[0], int(args[1]), float(args[2])
+        for _ in range(reps):
+            time.sleep(gap)
+            before = cmdline_pids(cmdline)
+            if not before:
+                sys.exit("procwait: no process with cmdline %r" % cmdline)
+            t0 = time.monotonic()
+            os.kill(before[0], signal.SIGKILL)
+            wait_until(lambda: any(p not in before for p in cmdline_pids(cmdline)))
+            print("%.1f" % ((time.monotonic() - t0) * 1000))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
