@@ -111,14 +111,6 @@ record pss_daemon_kib bare-grpc "$(pss_kb "$echo_server")"
 kill "$echo_server"
 wait "$echo_server" 2>/dev/null || true
 
-# A stop is refused while an agent is still `starting` (its readiness window).
-kt_wait_settled() {
-  for _ in $(seq 1 200); do
-    ctl agent list --json | grep -q '"state":"starting"' || return 0
-    sleep 0.05
-  done
-}
-
 # --- Ktesio ------------------------------------------------------------------------------------
 ktesio() {
   local manifests=$work/kt

@@ -7,6 +7,7 @@
 #   kt_workdir NAME           a fresh temporary directory in $work, $sock inside it
 #   kt_start_daemon [ARGS]    ktesiod on $work/state and $sock; waits until it answers; $daemon
 #   kt_stop_daemon            stop every agent, then the daemon, then any leftover shim
+#   kt_wait_settled           until no agent is `starting`
 
 kt_build() {
   scripts/install-deps.sh >/dev/null
@@ -38,9 +39,18 @@ kt_start_daemon() {
   return 1
 }
 
+# A stop is refused while an agent is still `starting` (its readiness window): wait that out.
+kt_wait_settled() {
+  for _ in $(seq 1 200); do
+    ctl agent list --json 2>/dev/null | grep -q '"state":"starting"' || return 0
+    sleep 0.05
+  done
+}
+
 kt_stop_daemon() {
   # The daemon must be gone before its agents are killed, or it restarts them (on-failure).
   if [[ -n "${daemon:-}" ]]; then
+    kt_wait_settled
     ctl agent stop --all --timeout 2 >/dev/null 2>&1 || true
     kill "$daemon" 2>/dev/null || true
     wait "$daemon" 2>/dev/null || true  # returns at once when another process started it
