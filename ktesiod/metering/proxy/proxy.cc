@@ -30,6 +30,7 @@
 #include "boost/beast/http.hpp"
 #include "boost/beast/ssl.hpp"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon::metering {
 
@@ -189,13 +190,44 @@ struct MeteringProxy::Impl {
   std::shared_ptr<spdlog::logger> log;
   std::unique_ptr<Admission> admission;  // before io: outlives the coroutines io destroys
   asio::io_context io{1};
-  ssl::context tls{ssl::context::tls_client};
+  // Built on first use (TlsContext): loading the system trust store parses every certificate in
+  // it, about 3 MiB of heap and libcrypto pages a daemon without TLS upstreams never needs.
+  std::optional<ssl::context> tls;  // proxy thread only, once the proxy thread runs
   asio::executor_work_guard<asio::io_context::executor_type> work{asio::make_work_guard(io)};
   asio::steady_timer batch_timer{io};
   std::thread thread;
   mutable absl::Mutex mu;
   std::map<std::string, std::shared_ptr<Listener>> listeners ABSL_GUARDED_BY(mu);
   std::map<std::string, ProxyInstanceStats> stats ABSL_GUARDED_BY(mu);
+
+  absl::Status BuildTls() {
+    error_code ec;
+    ssl::context& context = tls.emplace(ssl::context::tls_client);
+    context.set_default_verify_paths(ec);
+    if (ec) {
+      log->warn("metering proxy: the system trust store could not be loaded ({})", ec.message());
+    }
+    if (!options.ca_file.empty()) {
+      context.load_verify_file(options.ca_file, ec);
+      if (ec) {
+        tls.reset();
+        return contract::MakeError(absl::StatusCode::kInvalidArgument,
+                                   contract::reason::kConfigInvalid,
+                                   absl::StrCat("metering CA file '", options.ca_file,
+                                                "' could not be loaded: ", ec.message()));
+      }
+    }
+    context.set_verify_mode(ssl::verify_peer);
+    return absl::OkStatus();
+  }
+  // The TLS client context, built on the first TLS upstream (or at Create with a CA file).
+  ssl::context& TlsContext() {
+    if (!tls) {
+      // The CA file loaded at Create; the system store cannot fail (a warning at worst).
+      (void)BuildTls();
+    }
+    return *tls;
+  }
 
   void CountError(const std::string& instance, const char* reason) {
     absl::MutexLock lock(&mu);
@@ -234,22 +266,10 @@ absl::StatusOr<std::unique_ptr<MeteringProxy>> MeteringProxy::Create(
   impl->on_call = std::move(on_call);
   impl->log = std::move(log);
   impl->admission = std::make_unique<Admission>(impl->options.admission);
-  error_code ec;
-  impl->tls.set_default_verify_paths(ec);
-  if (ec) {
-    impl->log->warn("metering proxy: the system trust store could not be loaded ({})",
-                    ec.message());
-  }
   if (!impl->options.ca_file.empty()) {
-    impl->tls.load_verify_file(impl->options.ca_file, ec);
-    if (ec) {
-      return contract::MakeError(absl::StatusCode::kInvalidArgument,
-                                 contract::reason::kConfigInvalid,
-                                 absl::StrCat("metering CA file '", impl->options.ca_file,
-                                              "' could not be loaded: ", ec.message()));
-    }
+    // A configured CA file is checked now, so that a bad one fails the daemon's start.
+    KT_RETURN_IF_ERROR(impl->BuildTls());
   }
-  impl->tls.set_verify_mode(ssl::verify_peer);
   Impl* raw = impl.get();
   raw->thread = std::thread([raw] {
     pthread_setname_np(pthread_self(), "kt-proxy");
@@ -441,7 +461,7 @@ asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, Ups
     co_return false;
   }
   if (upstream.tls) {
-    up.tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, tls);
+    up.tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, TlsContext());
   } else {
     up.plain = std::make_unique<beast::tcp_stream>(io);
   }
