@@ -13,18 +13,14 @@ N=${N:-100}
 REPS=${REPS:-2}
 TOP_SECONDS=${TOP_SECONDS:-30}
 
+source bench/lib.sh
 scripts/install-deps.sh >/dev/null
 if ! command -v supervisord >/dev/null; then
   apt-get install -y -qq --no-install-recommends supervisor >/dev/null
 fi
-cmake --preset release >/dev/null
-cmake --build --preset release --target ktesio-runtime >/dev/null
-B=$PWD/build/release
-KTESIOD=$B/ktesiod/ktesiod
-KTCTL=$B/ktctl/ktctl
+kt_build
 
-work=$(mktemp -d /tmp/kt-fbench-XXXXXX)
-sock=$work/d.sock
+kt_workdir fbench
 cleanup() {
   tmux kill-session -t ktbench 2>/dev/null || true
   [[ -n "${daemon:-}" ]] && { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; } || true
@@ -34,7 +30,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-ctl() { "$KTCTL" --socket "$sock" "$@"; }
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc; }
 

@@ -12,17 +12,10 @@ cd "$(dirname "$0")/.."
 CONNECTIONS=${CONNECTIONS:-20000}
 REPS=${REPS:-5}
 
-scripts/install-deps.sh >/dev/null
-PRESET=${PRESET:-release}
-cmake --preset "$PRESET" >/dev/null
-cmake --build --preset "$PRESET" --target ktesio-runtime >/dev/null
-B=$PWD/build/$PRESET
-KTESIOD=$B/ktesiod/ktesiod
-KTCTL=$B/ktctl/ktctl
-PROBE=$B/tests/fixtures/probe/ktesio-probe
+source bench/lib.sh
+kt_build
 
-work=$(mktemp -d /tmp/kt-flood-XXXXXX)
-sock=$work/d.sock
+kt_workdir flood
 flooders=()
 cleanup() {
   for pid in "${flooders[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -32,8 +25,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-ctl() { "$KTCTL" --socket "$sock" "$@"; }
-ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 "$KTESIOD" --state-dir "$work/state" --socket "$sock" 2>"$work/daemon.log" &
 daemon=$!

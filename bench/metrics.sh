@@ -10,16 +10,10 @@ cd "$(dirname "$0")/.."
 N_SCRAPES=${N_SCRAPES:-50}
 N_LINES=${N_LINES:-200000}
 
-scripts/install-deps.sh >/dev/null
-cmake --preset release >/dev/null
-cmake --build --preset release --target ktesio-runtime >/dev/null
-B=$PWD/build/release
-KTESIOD=$B/ktesiod/ktesiod
-KTCTL=$B/ktctl/ktctl
-PROBE=$B/tests/fixtures/probe/ktesio-probe
+source bench/lib.sh
+kt_build
 
-work=$(mktemp -d /tmp/kt-mbench-XXXXXX)
-sock=$work/d.sock
+kt_workdir mbench
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cleanup() {
   [[ -n "${scraper:-}" ]] && kill "$scraper" 2>/dev/null || true
@@ -29,7 +23,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-ctl() { "$KTCTL" --socket "$sock" "$@"; }
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 

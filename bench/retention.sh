@@ -16,17 +16,10 @@ MINUTES=${MINUTES:-4}
 EVENTS_MAX=${EVENTS_MAX:-20000}
 RUN_SECONDS=${RUN_SECONDS:-30}
 
-scripts/install-deps.sh >/dev/null
-PRESET=${PRESET:-release}
-cmake --preset "$PRESET" >/dev/null
-cmake --build --preset "$PRESET" --target ktesio-runtime >/dev/null
-B=$PWD/build/$PRESET
-KTESIOD=$B/ktesiod/ktesiod
-KTCTL=$B/ktctl/ktctl
-PROBE=$B/tests/fixtures/probe/ktesio-probe
+source bench/lib.sh
+kt_build
 
-work=$(mktemp -d /tmp/kt-retention-XXXXXX)
-sock=$work/d.sock
+kt_workdir retention
 cleanup() {
   [[ -n "${daemon:-}" ]] && { "$KTCTL" --socket "$sock" agent stop --all --timeout 1 \
     >/dev/null 2>&1 || true; kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; } || true
@@ -34,7 +27,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-ctl() { "$KTCTL" --socket "$sock" "$@"; }
 
 cat >"$work/ktesiod.toml" <<TOML
 retention_events_max = $EVENTS_MAX

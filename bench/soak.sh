@@ -15,18 +15,12 @@ cd "$(dirname "$0")/.."
 MINUTES=${1:-60}
 SECONDS_TOTAL=$((MINUTES * 60))
 
-scripts/install-deps.sh >/dev/null
-cmake --preset release >/dev/null
-cmake --build --preset release --target ktesio-runtime >/dev/null
-B=$PWD/build/release
-KTESIOD=$B/ktesiod/ktesiod
-KTCTL=$B/ktctl/ktctl
-PROBE=$B/tests/fixtures/probe/ktesio-probe
+source bench/lib.sh
+kt_build
 PROVIDER=$PWD/tests/fixtures/provider/fake_provider.py
 AGENT=$PWD/tests/fixtures/provider/metered_agent.py
 
-work=$(mktemp -d /tmp/kt-soak-XXXXXX)
-sock=$work/d.sock
+kt_workdir soak
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -37,7 +31,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-ctl() { "$KTCTL" --socket "$sock" "$@"; }
 
 manifest() {  # NAME ARGS...
   local dir=$work/m/$1

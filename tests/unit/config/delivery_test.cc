@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -310,6 +311,42 @@ TEST(DeliveryFilesTest, WritesTargetsAndSnapshotInsideTheHome) {
       ReadExistingTargets(home.path(), {"cfg/deep/a.toml", "absent.toml"});
   ASSERT_TRUE(IsOk(existing));
   EXPECT_EQ(*existing, (std::map<std::string, std::string>{{"cfg/deep/a.toml", "x = \"1\"\n"}}));
+}
+
+ino_t InodeOf(const std::string& path) {
+  struct stat info {};
+  return stat(path.c_str(), &info) == 0 ? info.st_ino : 0;
+}
+
+TEST(DeliveryFilesTest, RewritesOnlyWhatChanged) {
+  TempDir home;
+  DeliveryPlan plan;
+  plan.files = {{"a.toml", "x = \"1\"\n"}, {"b.toml", "y = \"2\"\n"}};
+  plan.effective_config_json = "{\"schema_version\":1,\"entries\":[]}";
+  ASSERT_TRUE(IsOk(WriteDeliveredFiles(home.path(), plan)));
+  const ino_t a = InodeOf(home.File("a.toml"));
+  const ino_t b = InodeOf(home.File("b.toml"));
+  const ino_t snapshot = InodeOf(home.File("effective-config.json"));
+  ASSERT_NE(a, 0u);
+
+  // The same plan again: nothing is replaced (a rename would give each file a new inode).
+  ASSERT_TRUE(IsOk(WriteDeliveredFiles(home.path(), plan)));
+  EXPECT_EQ(InodeOf(home.File("a.toml")), a);
+  EXPECT_EQ(InodeOf(home.File("b.toml")), b);
+  EXPECT_EQ(InodeOf(home.File("effective-config.json")), snapshot);
+
+  // Same size, other bytes (an operator's hand edit); a widened mode; new content: rewritten.
+  {
+    std::ofstream edit(home.File("a.toml"), std::ios::trunc);
+    edit << "x = \"9\"\n";
+  }
+  ASSERT_EQ(chmod(home.File("b.toml").c_str(), 0644), 0);
+  plan.effective_config_json = "{\"schema_version\":1,\"entries\":[1]}";
+  ASSERT_TRUE(IsOk(WriteDeliveredFiles(home.path(), plan)));
+  EXPECT_EQ(ReadAll(home.File("a.toml")), "x = \"1\"\n");
+  EXPECT_NE(InodeOf(home.File("a.toml")), a);
+  EXPECT_EQ(testing::ModeOf(home.File("b.toml")), 0600u);
+  EXPECT_EQ(ReadAll(home.File("effective-config.json")), plan.effective_config_json);
 }
 
 TEST(DeliveryFilesTest, RefusesSymlinkEscapes) {
