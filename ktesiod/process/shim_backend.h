@@ -50,7 +50,12 @@ class ShimBackend final : public ProcessBackend {
 
  private:
   struct Watch;
+  class Spawner;
   void Arm(uint64_t id, std::function<void()> on_exit);
+  // The owner-thread half of a launch, once the shim is spawned: reads its "started" line.
+  void AwaitHandshake(pid_t shim_pid, int ready_fd, const std::string& exec,
+                      const std::string& shim_log,
+                      std::function<void(absl::StatusOr<Launched>)> done);
   void Reap(pid_t pid);
 
   boost::asio::io_context& io_;
@@ -58,6 +63,9 @@ class ShimBackend final : public ProcessBackend {
   ShimSearch search_;
   uint64_t next_watch_ = 0;
   std::map<uint64_t, std::unique_ptr<Watch>> watches_;
+  // Made at the first launch; declared last so that it is joined first, while every member its
+  // queued launches use still exists.
+  std::unique_ptr<Spawner> spawner_;
 };
 
 }  // namespace ktesio::daemon::process
