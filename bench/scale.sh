@@ -79,13 +79,20 @@ db = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
 print(db.execute("select count(*) from events").fetchone()[0])' "$work/state/state.db")
   t0=$(now_ns)
   # ktctl follows the stream: the replay is complete once every stored event is printed.
-  ctl --json events --since 0 >"$work/replay.ndjson" &
+  # ktctl itself in the background (not the ctl function, whose subshell a kill would leave
+  # ktctl behind: a live ktctl shares the gRPC libraries' pages and so halves the daemon's PSS).
+: >"$work/replay.ndjson"
+  "$KTCTL" --socket "$sock" --json events --since 0 >"$work/replay.ndjson" &
   follower=$!
   until (($(wc -l <"$work/replay.ndjson") >= events)); do sleep 0.002; done
   replay_ms=$((($(now_ns) - t0) / 1000000))
   kill "$follower"
   wait "$follower" 2>/dev/null || true
 
+  if pgrep -f "ktctl --socket $sock" >/dev/null; then
+    echo "a ktctl process is still running: PSS would be shared with it" >&2
+    exit 1
+  fi
   mapfile -t shims < <(pgrep -f "ktesio-shim --run-dir $work")
   sleep 2
   cpu_before=$(cpu_ticks "$daemon")
