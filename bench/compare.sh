@@ -93,6 +93,24 @@ time_status_ms() {  # the median of 20 whole runs of COMMAND, in ms
 count_lines() {  # DIR: lines of the LINES the agent wrote that reached the files in DIR
   cat "$1"/* 2>/dev/null | grep -c 'line [0-9]* x' || true
 }
+# The figures every supervisor shares once its N agents run: PSS of MAIN and its per-agent
+# HELPERS (space-separated pids), SIGKILL to replacement, and STATUS_COMMAND's time.
+measure_running() {  # PEER MAIN HELPERS STATUS_COMMAND...
+  local peer=$1 main=$2 helpers=$3
+  shift 3
+  # shellcheck disable=SC2086
+  record pss_total_kib "$peer" "$(pss_sum_kb "$main" $helpers)"
+  record pss_daemon_kib "$peer" "$(pss_kb "$main")"
+  record restart_ms "$peer" "$("${WAIT[@]}" restart "$SLEEP_CMD" "$KILLS" "$GAP_S" | median)"
+  record status_ms "$peer" "$(time_status_ms "$@")"
+}
+# START_COMMAND starts an agent writing LINES lines; until MARKER (its last) is in DIR's files.
+measure_log() {  # PEER FIGURE DIR MARKER START_COMMAND...
+  local peer=$1 figure=$2 dir=$3 marker=$4
+  shift 4
+  record "$figure" "$peer" "$("${WAIT[@]}" log "$dir" "$marker" -- "$@")"
+  check_lines "$peer" "$figure" "$dir"
+}
 check_lines() {  # PEER FIGURE DIR
   local n; n=$(count_lines "$3")
   ((n == LINES)) || echo "$1 $2: $n of $LINES lines in the log" >&2
@@ -159,20 +177,12 @@ ktesio() {
   done
   record warm_start_s ktesio "$(printf '%s\n' "${times[@]}" | best)"
   sleep 1
-  # shellcheck disable=SC2046
-  record pss_total_kib ktesio "$(pss_sum_kb "$daemon" $(pgrep -f "ktesio-shim --run-dir $work"))"
-  record pss_daemon_kib ktesio "$(pss_kb "$daemon")"
-
-  record restart_ms ktesio "$("${WAIT[@]}" restart "$SLEEP_CMD" "$KILLS" "$GAP_S" | median)"
-  record status_ms ktesio "$(time_status_ms "$KTCTL" --socket "$sock" agent show s-1)"
-
+  measure_running ktesio "$daemon" "$(pgrep -f "ktesio-shim --run-dir $work" | xargs)" "$KTCTL" \
+    --socket "$sock" agent show s-1
   local logs=$work/state/agents
-  record bulk_s ktesio "$("${WAIT[@]}" log "$logs/bulk/logs" "$BULK_LAST" -- "$KTCTL" \
-    --socket "$sock" agent start bulk)"
-  check_lines ktesio bulk "$logs/bulk/logs"
-  record per_line_s ktesio "$("${WAIT[@]}" log "$logs/perline/logs" "$PER_LINE_LAST" -- \
-    "$KTCTL" --socket "$sock" agent start perline)"
-  check_lines ktesio per_line "$logs/perline/logs"
+  measure_log ktesio bulk_s "$logs/bulk/logs" "$BULK_LAST" "$KTCTL" --socket "$sock" agent start bulk
+  measure_log ktesio per_line_s "$logs/perline/logs" "$PER_LINE_LAST" "$KTCTL" --socket "$sock" \
+    agent start perline
   kt_stop_daemon
   wait_sleepers_gone
 }
@@ -220,16 +230,9 @@ supervisord_peer() {
   done
   record warm_start_s supervisord "$(printf '%s\n' "${times[@]}" | best)"
   sleep 1
-  record pss_total_kib supervisord "$(pss_kb "$pid")"
-  record pss_daemon_kib supervisord "$(pss_kb "$pid")"
-  record restart_ms supervisord "$("${WAIT[@]}" restart "$SLEEP_CMD" "$KILLS" "$GAP_S" | median)"
-  record status_ms supervisord "$(time_status_ms "${sctl[@]}" status sleep:s-1)"
-  record bulk_s supervisord "$("${WAIT[@]}" log "$dir/bulk" "$BULK_LAST" -- "${sctl[@]}" \
-    start bulk)"
-  check_lines supervisord bulk "$dir/bulk"
-  record per_line_s supervisord "$("${WAIT[@]}" log "$dir/perline" "$PER_LINE_LAST" -- \
-    "${sctl[@]}" start perline)"
-  check_lines supervisord per_line "$dir/perline"
+  measure_running supervisord "$pid" "" "${sctl[@]}" status sleep:s-1
+  measure_log supervisord bulk_s "$dir/bulk" "$BULK_LAST" "${sctl[@]}" start bulk
+  measure_log supervisord per_line_s "$dir/perline" "$PER_LINE_LAST" "${sctl[@]}" start perline
   "${sctl[@]}" shutdown >/dev/null
   wait_sleepers_gone
 }
@@ -277,16 +280,10 @@ JS
   done
   record warm_start_s pm2 "$(printf '%s\n' "${times[@]}" | best)"
   sleep 2
-  record pss_total_kib pm2 "$(pss_kb "$pid")"
-  record pss_daemon_kib pm2 "$(pss_kb "$pid")"
-  record restart_ms pm2 "$("${WAIT[@]}" restart "$SLEEP_CMD" "$KILLS" "$GAP_S" | median)"
-  record status_ms pm2 "$(time_status_ms "$PM2" describe s-1)"
-  record bulk_s pm2 "$("${WAIT[@]}" log "$dir/bulk" "$BULK_LAST" -- "$PM2" start \
-    "$dir/logs.config.js" --only bulk)"
-  check_lines pm2 bulk "$dir/bulk"
-  record per_line_s pm2 "$("${WAIT[@]}" log "$dir/perline" "$PER_LINE_LAST" -- "$PM2" start \
-    "$dir/logs.config.js" --only perline)"
-  check_lines pm2 per_line "$dir/perline"
+  measure_running pm2 "$pid" "" "$PM2" describe s-1
+  measure_log pm2 bulk_s "$dir/bulk" "$BULK_LAST" "$PM2" start "$dir/logs.config.js" --only bulk
+  measure_log pm2 per_line_s "$dir/perline" "$PER_LINE_LAST" "$PM2" start "$dir/logs.config.js" \
+    --only perline
   "$PM2" kill >/dev/null
   wait_sleepers_gone
   unset PM2_HOME
@@ -335,16 +332,9 @@ runit_peer() {
   done
   record warm_start_s runit "$(printf '%s\n' "${times[@]}" | best)"
   sleep 1
-  # shellcheck disable=SC2046
-  record pss_total_kib runit "$(pss_sum_kb "$pid" $(pgrep -P "$pid" -f '^runsv s-'))"
-  record pss_daemon_kib runit "$(pss_kb "$pid")"
-  record restart_ms runit "$("${WAIT[@]}" restart "$SLEEP_CMD" "$KILLS" "$GAP_S" | median)"
-  record status_ms runit "$(time_status_ms sv status "$scan/s-1")"
-  record bulk_s runit "$("${WAIT[@]}" log "$work/runit/bulk" "$BULK_LAST" -- sv up "$scan/bulk")"
-  check_lines runit bulk "$work/runit/bulk"
-  record per_line_s runit "$("${WAIT[@]}" log "$work/runit/perline" "$PER_LINE_LAST" -- sv up \
-    "$scan/perline")"
-  check_lines runit per_line "$work/runit/perline"
+  measure_running runit "$pid" "$(pgrep -P "$pid" -f '^runsv s-' | xargs)" sv status "$scan/s-1"
+  measure_log runit bulk_s "$work/runit/bulk" "$BULK_LAST" sv up "$scan/bulk"
+  measure_log runit per_line_s "$work/runit/perline" "$PER_LINE_LAST" sv up "$scan/perline"
   pkill -HUP -f "runsvdir -P $scan"
   wait_sleepers_gone
 }
@@ -369,16 +359,9 @@ s6_peer() {
   done
   record warm_start_s s6 "$(printf '%s\n' "${times[@]}" | best)"
   sleep 1
-  # shellcheck disable=SC2046
-  record pss_total_kib s6 "$(pss_sum_kb "$pid" $(pgrep -P "$pid" -f '^s6-supervise s-'))"
-  record pss_daemon_kib s6 "$(pss_kb "$pid")"
-  record restart_ms s6 "$("${WAIT[@]}" restart "$SLEEP_CMD" "$KILLS" "$GAP_S" | median)"
-  record status_ms s6 "$(time_status_ms s6-svstat "$scan/s-1")"
-  record bulk_s s6 "$("${WAIT[@]}" log "$work/s6/bulk" "$BULK_LAST" -- s6-svc -u "$scan/bulk")"
-  check_lines s6 bulk "$work/s6/bulk"
-  record per_line_s s6 "$("${WAIT[@]}" log "$work/s6/perline" "$PER_LINE_LAST" -- s6-svc -u \
-    "$scan/perline")"
-  check_lines s6 per_line "$work/s6/perline"
+  measure_running s6 "$pid" "$(pgrep -P "$pid" -f '^s6-supervise s-' | xargs)" s6-svstat "$scan/s-1"
+  measure_log s6 bulk_s "$work/s6/bulk" "$BULK_LAST" s6-svc -u "$scan/bulk"
+  measure_log s6 per_line_s "$work/s6/perline" "$PER_LINE_LAST" s6-svc -u "$scan/perline"
   s6-svscanctl -t "$scan"
   wait_sleepers_gone
 }
