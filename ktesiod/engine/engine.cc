@@ -72,7 +72,7 @@ Engine::~Engine() {
   Stop();
   // Directory watches belong to io_'s inotify service; io_ is declared (and so destroyed)
   // after them, so drop them first.
-  follows_.clear();
+  logs_.Clear();
   usage_watches_.clear();
   usage_retries_.clear();  // their timers belong to io_ too
 }
@@ -156,7 +156,7 @@ void Engine::SetLimits(const EngineLimits& limits) {
 }
 
 absl::Status Engine::CheckStreamLimit() const {
-  if (subscriptions_.size() + follows_.size() >= limits_.max_streams) {
+  if (events_.size() + logs_.size() >= limits_.max_streams) {
     return contract::MakeError(
         absl::StatusCode::kResourceExhausted, contract::reason::kLimitReached,
         absl::StrCat("the daemon already serves ", limits_.max_streams,

@@ -1,8 +1,9 @@
 #pragma once
 
-// The engine: the single owner of all mutable daemon state (store, registry, supervisor,
-// metering proxy, streams). It runs an Asio event loop on one thread; API handlers post work to it
-// and complete their RPC from the posted function, so no handler ever blocks on the engine.
+// The engine: the composition root of the daemon's mutable state. It runs an Asio event loop on
+// one thread and owns, on that thread, the store, the registry, the supervisor, the metering
+// proxy and the owners split out of it (event feed, log feed); API handlers post work to it and
+// complete their RPC from the posted function, so no handler ever blocks on the engine.
 
 #include <cstdint>
 #include <functional>
@@ -19,7 +20,9 @@
 #include "boost/asio/post.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "engine/config_bridge.h"
+#include "engine/event_feed.h"
 #include "engine/health.h"
+#include "engine/log_feed.h"
 #include "engine/proxy_path.h"
 #include "fs/directory_watch.h"
 #include "ktesio/contract/labels.h"
@@ -217,37 +220,9 @@ class Engine {
   std::map<GenAiKey, telemetry::TokenHistogram> genai_;
   void ObserveGenAi(const std::string& name, const std::vector<metering::CallRecord>& records);
 
-  struct Follow {
-    std::string instance;
-    std::unique_ptr<logs::Follower> follower;
-    Emit emit;
-    std::function<void(absl::Status)> end;
-  };
-  std::map<uint64_t, Follow> follows_;
   EngineLimits limits_;
   // RESOURCE_EXHAUSTED/LIMIT_REACHED when a new stream would exceed limits_.max_streams.
   absl::Status CheckStreamLimit() const;
-
-  struct Subscription {
-    std::string instance;
-    store::EventLog log = store::EventLog::kEvents;
-    int64_t cursor = 0;
-    EmitEvents emit;
-    EndEvents end;
-  };
-  // One read of the log past a cursor, built into a batch, shared by subscribers at that cursor.
-  struct PumpBatch {
-    absl::Status status;
-    v1::SubscribeEventsResponse batch;
-    size_t count = 0;
-    int64_t next = 0;
-  };
-  using PumpKey = std::tuple<int64_t, std::string, store::EventLog>;  // cursor, instance, log
-  using PumpCache = std::map<PumpKey, PumpBatch>;
-  // Sends a subscription everything after its cursor; false when it lagged and was ended.
-  bool Pump(Subscription& subscription, PumpCache* cache = nullptr);
-  void PublishEvents();
-  std::map<uint64_t, Subscription> subscriptions_;
 
   // Self-reported usage: one directory watch per live instance's run dir.
   struct UsageWatch {
@@ -271,9 +246,6 @@ class Engine {
   // their per-call ledger detail goes at the same age.
   void ReleaseEndedRunCopies(int64_t ended_before_ms);
   int64_t usage_released_through_ms_ = 0;
-  // The notice for a replay from `since` when older events were pruned ("" when none were).
-  absl::StatusOr<std::string> PrunedNotice(store::EventLog log, int64_t since,
-                                           int64_t* first_available);
   // Test-only crash points (KTESIO_TEST_CRASH_POINT=<point>): _exit(99) there.
   void CrashPointForTests(std::string_view point) const;
   // Usage (and, when `budget` is given, the budget view; `has_budget` says whether any limit
@@ -311,8 +283,6 @@ class Engine {
   void ReopenProxies();
   std::string ProxyUrl(const std::string& name) const;
   ProxyKey proxy_key_;  // derives each instance's proxy path prefix (proxy_path.h)
-  uint64_t next_subscription_ = 1;
-  uint64_t next_follow_ = 1;
 
   DaemonPaths paths_;
   int64_t started_at_ms_ = 0;
@@ -322,6 +292,8 @@ class Engine {
   ConfigBridge config_;
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  EventFeed events_{store_.get(), log_};              // after store_ and log_
+  LogFeed logs_{io_};                                 // after io_: its follows watch through it
   boost::asio::steady_timer calls_retry_timer_{io_};  // after io_: constructed from it
   boost::asio::steady_timer retention_timer_{io_};
   bool usage_punch_unsupported_ = false;              // logged once

@@ -270,7 +270,7 @@ absl::Status Engine::RecordObservedCalls(const std::string& name,
     return status;
   }
   if (known > 0) {
-    PublishEvents();
+    events_.Publish();
   }
   ObserveGenAi(row.name, records);
   for (const metering::CallRecord& record : records) {

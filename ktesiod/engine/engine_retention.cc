@@ -79,20 +79,6 @@ void Engine::PruneOnce() {
   ScheduleRetention(std::chrono::seconds(std::max<int64_t>(1, policy.interval_secs)));
 }
 
-absl::StatusOr<std::string> Engine::PrunedNotice(store::EventLog log, int64_t since,
-                                                 int64_t* first_available) {
-  absl::StatusOr<int64_t> first = store_->FirstCursor(log);
-  if (!first.ok()) {
-    return first.status();
-  }
-  *first_available = *first;
-  if (*first == 0 || since + 1 >= *first) {
-    return std::string();
-  }
-  return absl::StrCat("events after cursor ", since, " up to ", *first - 1,
-                      " were pruned by the retention policy; the replay starts at cursor ", *first);
-}
-
 namespace {
 
 // Gives back the disk blocks of [0, length) of `path`, keeping its size (offsets stay valid and

@@ -93,7 +93,7 @@ void Engine::IngestUsage(const std::string& name, int64_t run) {
                result->duplicates);
   }
   if (result->accepted > 0) {
-    PublishEvents();
+    events_.Publish();
   }
   ReleaseIngestedUsage(**row, run, path);
   ActOnBreaches(**row, run, result->breaches, limits);
