@@ -73,15 +73,16 @@ Engine::~Engine() {
   // Directory watches belong to io_'s inotify service; io_ is declared (and so destroyed)
   // after them, so drop them first.
   logs_.Clear();
-  usage_watches_.clear();
-  usage_retries_.clear();  // their timers belong to io_ too
+  usage_.Clear();  // its watches and timers belong to io_ too
 }
 
 void Engine::Start() {
   Post([this] {
     supervisor_.Reconcile();
     ReopenProxies();
-    StartUsageAfterReconcile();
+    if (absl::StatusOr<std::vector<store::InstanceRow>> rows = store_->ListInstances(); rows.ok()) {
+      usage_.WatchLive(*rows);
+    }
     ResumePendingBudgetActions();
     ScheduleRetention(std::chrono::seconds(
         std::clamp<int64_t>(limits_.retention.interval_secs, 1, 60)));  // soon after start
@@ -225,7 +226,7 @@ v1::AgentInstance Engine::View(const store::InstanceRow& row,
   view.set_proxy_url(ProxyUrl(row.name));
   v1::BudgetView budget;
   bool has_budget = false;
-  FillUsage(row, view.mutable_usage(), &budget, &has_budget);
+  FillUsageView(*store_, config_, row, view.mutable_usage(), &budget, &has_budget);
   if (has_budget) {
     *view.mutable_budget() = std::move(budget);
   }

@@ -24,6 +24,7 @@
 #include "engine/health.h"
 #include "engine/log_feed.h"
 #include "engine/proxy_path.h"
+#include "engine/usage_meter.h"
 #include "fs/directory_watch.h"
 #include "ktesio/contract/labels.h"
 #include "ktesio/v1/agent.pb.h"
@@ -127,28 +128,29 @@ class Engine {
   void SendInput(const v1::SendInputRequest& request, v1::SendInputResponse* response,
                  Finish finish);
 
-  // Logs (engine_logs.cc). A follow emits retained lines, then live ones, until the agent leaves
-  // running (then `end` gets OK and an end note was emitted) or StopFollow.
+  // Logs (engine_streams.cc, LogFeed). A follow emits retained lines, then live ones, until the
+  // agent leaves running (then `end` gets OK and an end note was emitted) or StopFollow.
   absl::Status ReadLogs(const v1::ReadLogsRequest& request, v1::ReadLogsResponse* response);
   using Emit = std::function<void(v1::FollowLogsResponse)>;
   absl::StatusOr<uint64_t> StartFollow(const v1::LogFilter& filter, Emit emit,
                                        std::function<void(absl::Status)> end);
   void StopFollow(uint64_t id);
 
-  // Events (engine_events.cc): replay from a cursor, then live, in commit order. `emit` returns
-  // false when the subscriber cannot take more (it is then told it lagged and the stream ends).
+  // Events (engine_streams.cc, EventFeed): replay from a cursor, then live, in commit order. `emit`
+  // returns false when the subscriber cannot take more (it is then told it lagged and the stream
+  // ends).
   using EmitEvents = std::function<bool(v1::SubscribeEventsResponse)>;
   using EndEvents = std::function<void(v1::SubscribeEventsResponse, absl::Status)>;
   absl::StatusOr<uint64_t> Subscribe(const v1::SubscribeEventsRequest& request, EmitEvents emit,
                                      EndEvents end);
   void Unsubscribe(uint64_t id);
 
-  // Audit (engine_events.cc): one `audit uid=… rpc=… instance=… result=…` log line and one
+  // Audit (EventFeed): one `audit uid=… rpc=… instance=… result=…` log line and one
   // persisted `audit` event per mutating call, whatever its outcome. `instance` may be empty.
   void Audit(uint32_t uid, std::string_view rpc, const std::string& instance,
              const absl::Status& outcome);
 
-  // Usage (engine_usage.cc).
+  // Usage (engine_budget.cc; the views are UsageMeter's FillUsageView).
   absl::Status GetUsage(const v1::GetUsageRequest& request, v1::GetUsageResponse* response);
 
   // Configuration, secrets and memory backings (engine_config.cc).
@@ -224,14 +226,6 @@ class Engine {
   // RESOURCE_EXHAUSTED/LIMIT_REACHED when a new stream would exceed limits_.max_streams.
   absl::Status CheckStreamLimit() const;
 
-  // Self-reported usage: one directory watch per live instance's run dir.
-  struct UsageWatch {
-    int64_t run = 0;
-    std::unique_ptr<fs::DirectoryWatch> watch;
-  };
-  void WatchUsage(const store::InstanceRow& row);
-  void IngestUsage(const std::string& name, int64_t run);
-  void StartUsageAfterReconcile();
   // At start, after reconciliation and before any RPC: takes the pause/stop of every breach
   // committed before the daemon died (pending in the store), or clears it when the run is over.
   void ResumePendingBudgetActions();
@@ -239,27 +233,8 @@ class Engine {
   // once while there is more, else after the policy's interval.
   void ScheduleRetention(std::chrono::seconds delay);
   void PruneOnce();
-  // Frees the disk blocks of a live run's usage copy below its durable ingestion cursor, less
-  // the last 16 MiB (kept so a restored backup can re-ingest from its older cursor).
-  void ReleaseIngestedUsage(const store::InstanceRow& row, int64_t run, const std::string& path);
-  // Frees the usage copies of runs that ended in [usage_released_through_ms_, ended_before_ms):
-  // their per-call ledger detail goes at the same age.
-  void ReleaseEndedRunCopies(int64_t ended_before_ms);
-  int64_t usage_released_through_ms_ = 0;
   // Test-only crash points (KTESIO_TEST_CRASH_POINT=<point>): _exit(99) there.
   void CrashPointForTests(std::string_view point) const;
-  // Usage (and, when `budget` is given, the budget view; `has_budget` says whether any limit
-  // applies — the JSON then shows `budget: null`).
-  void FillUsage(const store::InstanceRow& row, v1::UsageView* usage, v1::BudgetView* budget,
-                 bool* has_budget) const;
-  std::map<std::string, UsageWatch> usage_watches_;
-  // Ingestion the store refused, retried with backoff until recorded (RetryUsage).
-  struct UsageRetry {
-    std::unique_ptr<boost::asio::steady_timer> timer;
-    int attempts = 0;
-  };
-  std::map<std::pair<std::string, int64_t>, UsageRetry> usage_retries_;
-  void RetryUsage(const std::string& name, int64_t run, const absl::Status& error);
   // Acts on the first breach committed with a batch of usage (pause/stop/warn), if any.
   void ActOnBreaches(const store::InstanceRow& row, int64_t run,
                      const std::vector<budget::Breach>& breaches, const budget::Limits& limits);
@@ -296,9 +271,20 @@ class Engine {
   LogFeed logs_{io_};                                 // after io_: its follows watch through it
   boost::asio::steady_timer calls_retry_timer_{io_};  // after io_: constructed from it
   boost::asio::steady_timer retention_timer_{io_};
-  bool usage_punch_unsupported_ = false;              // logged once
   std::unique_ptr<time::Clock> clock_;                // after io_: built on it
   std::unique_ptr<process::ProcessBackend> backend_;  // likewise
+  UsageMeter usage_{
+      io_,
+      store_.get(),
+      &config_,
+      clock_.get(),
+      &health_,
+      log_,
+      {[this] { events_.Publish(); },
+       [this](const store::InstanceRow& row, int64_t run,
+              const std::vector<budget::Breach>& breaches, const budget::Limits& limits) {
+         ActOnBreaches(row, run, breaches, limits);
+       }}};  // after clock_
   supervisor::Supervisor supervisor_;
   std::thread thread_;
   // Declared last: destroyed first, so no proxy callback outlives what it posts to.

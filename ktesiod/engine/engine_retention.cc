@@ -1,24 +1,15 @@
 // Retention: the engine's pruner (docs/operations.md "Retention"). History older than the
 // policy goes in small transactions on the owner thread, interleaved with everything else;
-// per-run totals stay, so usage, budgets and dollars never change when detail is pruned. And
-// the usage copy of each run gives its ingested bytes back to the filesystem.
-
-#include <fcntl.h>
-#include <linux/falloc.h>
-#include <sys/stat.h>
-#include <unistd.h>
+// per-run totals stay, so usage, budgets and dollars never change when detail is pruned. The
+// usage copies of runs whose ledger detail went give their bytes back too (UsageMeter).
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
-#include "metering/ingest.h"
-#include "supervisor/supervisor.h"
 
 namespace ktesio::daemon::engine {
 namespace {
 
-constexpr int64_t kBatch = 2000;              // rows per transaction
-constexpr int64_t kPunchGranule = 64 * 1024;  // release usage copies in 64 KiB steps
-constexpr int64_t kKeepIngested = 16 << 20;   // of a live run's copy, kept for restores
+constexpr int64_t kBatch = 2000;  // rows per transaction
 
 }  // namespace
 
@@ -60,7 +51,7 @@ void Engine::PruneOnce() {
     return absl::OkStatus();
   });
   if (status.ok() && policy.ledger_secs > 0) {
-    ReleaseEndedRunCopies(before(policy.ledger_secs));
+    usage_.ReleaseEndedRunCopies(before(policy.ledger_secs));
   }
   if (!status.ok()) {
     log_->warn("retention: pruning failed (retried at the next interval): {}",
@@ -77,64 +68,6 @@ void Engine::PruneOnce() {
     return;
   }
   ScheduleRetention(std::chrono::seconds(std::max<int64_t>(1, policy.interval_secs)));
-}
-
-namespace {
-
-// Gives back the disk blocks of [0, length) of `path`, keeping its size (offsets stay valid and
-// a writer may keep appending). False when the filesystem cannot punch holes.
-bool PunchHole(const std::string& path, off_t length) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return true;  // gone already: nothing to give back
-  }
-  const bool ok =
-      length <= 0 || ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, length) == 0;
-  ::close(fd);
-  return ok;
-}
-
-}  // namespace
-
-void Engine::ReleaseIngestedUsage(const store::InstanceRow& row, int64_t run,
-                                  const std::string& path) {
-  // A live run's copy keeps its last kKeepIngested bytes although they are in the store: a
-  // backup restored later re-ingests from its own, older cursors (operations.md "Backup and
-  // restore"). Ended runs give their copies back with their ledger detail (PruneOnce).
-  if (run != row.current_run) {
-    return;
-  }
-  absl::StatusOr<int64_t> offset = store_->UsageOffset(row.id, run);
-  if (!offset.ok() || *offset < kKeepIngested + kPunchGranule) {
-    return;
-  }
-  const off_t length =
-      static_cast<off_t>((*offset - kKeepIngested) / kPunchGranule * kPunchGranule);
-  if (!PunchHole(path, length) && !usage_punch_unsupported_) {
-    usage_punch_unsupported_ = true;
-    log_->info(
-        "usage copies are not trimmed on this filesystem ({}): they keep their ingested "
-        "bytes until the run directory is removed",
-        std::strerror(errno));
-  }
-}
-
-void Engine::ReleaseEndedRunCopies(int64_t ended_before_ms) {
-  absl::StatusOr<std::vector<store::Store::EndedRun>> runs =
-      store_->RunsEndedBetween(usage_released_through_ms_, ended_before_ms);
-  if (!runs.ok()) {
-    return;  // tried again at the next pass, over the same window
-  }
-  for (const store::Store::EndedRun& ended : *runs) {
-    const std::string path =
-        metering::UsageFilePath(supervisor::Supervisor::RunDir(ended.home), ended.run);
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || st.st_blocks == 0) {
-      continue;
-    }
-    PunchHole(path, (st.st_size + 4095) / 4096 * 4096);  // the last partial block too
-  }
-  usage_released_through_ms_ = ended_before_ms;
 }
 
 }  // namespace ktesio::daemon::engine

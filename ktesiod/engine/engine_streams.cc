@@ -67,11 +67,9 @@ void Engine::OnTransition(const store::InstanceRow& row, supervisor::State from,
     }
   }
   if (to == supervisor::State::kStarting) {
-    WatchUsage(row);
+    usage_.Watch(row);
   } else if (to == supervisor::State::kStopped || to == supervisor::State::kFailed) {
-    // The run is over: take its last usage lines, then stop watching.
-    IngestUsage(row.name, row.current_run);
-    usage_watches_.erase(row.name);
+    usage_.RunEnded(row);     // its last usage lines, then no more watching
     proxy_->Close(row.name);  // engine-observed: the listener lives while the agent does
   }
   events_.Publish();
