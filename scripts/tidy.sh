@@ -10,7 +10,7 @@ command -v run-clang-tidy-14 >/dev/null || scripts/install-deps.sh
 # The modules checked so far, plus every file holding a lock that other threads share (the lock
 # analysis); the rest of engine/, api/, metering/, telemetry/, server/, shim/, ktctl/ and tck/
 # are not yet (docs/testing.md).
-default='(libcontract/|ktesiod/(supervisor|time|fleet|store|config|daemon|registry|budget|logs|paths|fs|process)/|ktesiod/(metering/proxy/(admission|proxy)|api/request_counter|engine/engine_metering)\.cc)'
+default='(libcontract/|ktesiod/(supervisor|time|fleet|store|config|daemon|registry|budget|logs|paths|fs|process)/|ktesiod/(metering/proxy/(admission|proxy)|api/request_counter|engine/call_recorder)\.cc)'
 files=${TIDY_FILES:-$default}
 if [[ ! -f build/dev/compile_commands.json ]]; then
   cmake --preset dev >/dev/null

@@ -19,6 +19,7 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/post.hpp"
 #include "boost/asio/steady_timer.hpp"
+#include "engine/call_recorder.h"
 #include "engine/config_bridge.h"
 #include "engine/event_feed.h"
 #include "engine/health.h"
@@ -243,18 +244,6 @@ class Engine {
   // the proxy's call records, and re-listening for re-adopted agents.
   absl::StatusOr<supervisor::Delivery> DeliverFor(const store::InstanceRow& row,
                                                   const v1::AdapterSnapshot& snapshot);
-  // Proxy thread: queues a call record; the first of a batch wakes the engine.
-  void QueueObservedCall(metering::CallRecord record);
-  void FlushObservedCalls();  // engine thread
-  // Errors: the store's, when the batch could not be committed (the caller retries it).
-  absl::Status RecordObservedCalls(const std::string& name,
-                                   const std::vector<metering::CallRecord>& records);
-  static constexpr size_t kMaxUnrecordedCalls = 100000;  // bound of the retry queue
-  int calls_retry_attempts_ = 0;
-  uint64_t calls_dropped_ = 0;
-  absl::Mutex calls_mu_;
-  std::vector<metering::CallRecord> pending_calls_ ABSL_GUARDED_BY(calls_mu_);
-  bool calls_flush_posted_ ABSL_GUARDED_BY(calls_mu_) = false;
   void ReopenProxies();
   std::string ProxyUrl(const std::string& name) const;
   ProxyKey proxy_key_;  // derives each instance's proxy path prefix (proxy_path.h)
@@ -267,9 +256,8 @@ class Engine {
   ConfigBridge config_;
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
-  EventFeed events_{store_.get(), log_};              // after store_ and log_
-  LogFeed logs_{io_};                                 // after io_: its follows watch through it
-  boost::asio::steady_timer calls_retry_timer_{io_};  // after io_: constructed from it
+  EventFeed events_{store_.get(), log_};  // after store_ and log_
+  LogFeed logs_{io_};                     // after io_: its follows watch through it
   boost::asio::steady_timer retention_timer_{io_};
   std::unique_ptr<time::Clock> clock_;                // after io_: built on it
   std::unique_ptr<process::ProcessBackend> backend_;  // likewise
@@ -285,6 +273,24 @@ class Engine {
               const std::vector<budget::Breach>& breaches, const budget::Limits& limits) {
          ActOnBreaches(row, run, breaches, limits);
        }}};  // after clock_
+  CallRecorder calls_{
+      store_.get(),
+      &config_,
+      clock_.get(),
+      &health_,
+      log_,
+      {[this](std::function<void()> work) { Post(std::move(work)); },
+       [this](const store::InstanceRow& row, const std::vector<metering::CallRecord>& records,
+              bool any_known) {
+         if (any_known) {
+           events_.Publish();
+         }
+         ObserveGenAi(row.name, records);
+       },
+       [this](const store::InstanceRow& row, int64_t run,
+              const std::vector<budget::Breach>& breaches, const budget::Limits& limits) {
+         ActOnBreaches(row, run, breaches, limits);
+       }}};  // after clock_; before proxy_, which queues into it
   supervisor::Supervisor supervisor_;
   std::thread thread_;
   // Declared last: destroyed first, so no proxy callback outlives what it posts to.

@@ -1,6 +1,7 @@
 // The engine's engine-observed metering: a loopback proxy per instance, opened at start (its URL
 // injected at `metering.base_url`), closed when the agent leaves its run, re-opened on the SAME
-// port for agents re-adopted after a daemon restart; and the ledger writes of its call records.
+// port for agents re-adopted after a daemon restart. The ledger writes of its call records are
+// CallRecorder's.
 
 #include <unistd.h>
 
@@ -13,7 +14,6 @@
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/status_macros.h"
 #include "logs/segments.h"
-#include "metering/ledger.h"
 
 namespace ktesio::daemon::engine {
 namespace {
@@ -154,139 +154,6 @@ void Engine::ReopenProxies() {
           .IgnoreError();  // informational: the daemon log above has it
     }
   }
-}
-
-void Engine::QueueObservedCall(metering::CallRecord record) {
-  // Calls finishing together are committed together (one transaction per instance per batch),
-  // and only the first of a batch pays for waking the engine thread.
-  bool wake = false;
-  {
-    absl::MutexLock lock(&calls_mu_);
-    pending_calls_.push_back(std::move(record));
-    wake = !calls_flush_posted_;
-    calls_flush_posted_ = true;
-  }
-  if (wake) {
-    Post([this] { FlushObservedCalls(); });
-  }
-}
-
-void Engine::FlushObservedCalls() {
-  std::vector<metering::CallRecord> batch;
-  {
-    absl::MutexLock lock(&calls_mu_);
-    batch.swap(pending_calls_);
-    calls_flush_posted_ = false;
-  }
-  std::map<std::string, std::vector<metering::CallRecord>> by_instance;
-  for (metering::CallRecord& record : batch) {
-    by_instance[record.instance].push_back(std::move(record));
-  }
-  // Calls already made must reach the ledger: a batch the store refuses is kept and retried
-  // with backoff (bounded), and the daemon reports it until it is recorded.
-  std::vector<metering::CallRecord> unrecorded;
-  absl::Status last_error;
-  for (auto& [name, records] : by_instance) {
-    if (absl::Status status = RecordObservedCalls(name, records); !status.ok()) {
-      last_error = status;
-      for (metering::CallRecord& record : records) {
-        unrecorded.push_back(std::move(record));
-      }
-    }
-  }
-  if (unrecorded.empty()) {
-    if (calls_retry_attempts_ > 0) {
-      log_->info("metered calls recorded after {} failed attempt(s)", calls_retry_attempts_);
-      calls_retry_attempts_ = 0;
-      health_.Set("store:metering", "");
-    }
-    return;
-  }
-  size_t kept = 0;
-  {
-    absl::MutexLock lock(&calls_mu_);
-    unrecorded.insert(unrecorded.end(), std::make_move_iterator(pending_calls_.begin()),
-                      std::make_move_iterator(pending_calls_.end()));
-    if (unrecorded.size() > kMaxUnrecordedCalls) {
-      calls_dropped_ += unrecorded.size() - kMaxUnrecordedCalls;
-      unrecorded.erase(unrecorded.begin(),
-                       unrecorded.begin() +
-                           static_cast<std::ptrdiff_t>(unrecorded.size() - kMaxUnrecordedCalls));
-    }
-    pending_calls_ = std::move(unrecorded);
-    kept = pending_calls_.size();
-    calls_flush_posted_ = true;  // the retry timer flushes; new calls need no extra wake-up
-  }
-  const int64_t delay_ms =
-      std::min<int64_t>(int64_t{100} << std::min(calls_retry_attempts_, 6), 5000);
-  calls_retry_attempts_ += 1;
-  health_.Set("store:metering",
-              absl::StrCat(kept, " metered call(s) not recorded yet: ", last_error.message(),
-                           "; retrying every ", delay_ms, " ms",
-                           calls_dropped_ > 0
-                               ? absl::StrCat(" (", calls_dropped_, " dropped beyond the bound of ",
-                                              kMaxUnrecordedCalls, ")")
-                               : std::string()));
-  calls_retry_timer_.expires_after(std::chrono::milliseconds(delay_ms));
-  calls_retry_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) {
-      FlushObservedCalls();
-    }
-  });
-}
-
-absl::Status Engine::RecordObservedCalls(const std::string& name,
-                                         const std::vector<metering::CallRecord>& records) {
-  KT_ASSIGN_OR_RETURN(std::optional<store::InstanceRow> found, store_->FindInstance(name));
-  if (!found.has_value()) {
-    return absl::OkStatus();  // removed meanwhile: nothing to charge
-  }
-  const store::InstanceRow& row = *found;
-  const int64_t run = row.current_run;
-  const budget::Limits limits = config_.Limits(row);
-  std::vector<budget::Breach> breaches;
-  size_t known = 0;
-  absl::Status status = store_->InTransaction([&]() -> absl::Status {
-    KT_ASSIGN_OR_RETURN(int64_t next, store_->NextSequence(row.id, run));
-    KT_ASSIGN_OR_RETURN(metering::LedgerWriter ledger,
-                        metering::LedgerWriter::Begin(*store_, row, run, "engine-observed", limits,
-                                                      clock_->NowUnixMs()));
-    uint64_t sequence = static_cast<uint64_t>(next);
-    for (const metering::CallRecord& record : records) {
-      // Whether the call was new is not needed: the sequence numbers are fresh.
-      KT_RETURN_IF_ERROR((record.known
-                              ? ledger.Add(sequence, record.usage.input, record.usage.output)
-                              : ledger.AddUnknown(sequence, metering::ApiShapeName(record.shape)))
-                             .status());
-      ++sequence;
-      known += record.known ? 1 : 0;
-    }
-    breaches = ledger.breaches();
-    return ledger.Finish();
-  });
-  if (!status.ok()) {
-    log_->error("metered calls not recorded instance={} run={} calls={} error={}", row.name, run,
-                records.size(), std::string(status.message()));
-    return status;
-  }
-  if (known > 0) {
-    events_.Publish();
-  }
-  ObserveGenAi(row.name, records);
-  for (const metering::CallRecord& record : records) {
-    if (record.known) {
-      continue;
-    }
-    const std::string api(metering::ApiShapeName(record.shape));
-    log_->info("model call without usage instance={} run={} api={}", row.name, run, api);
-    logs::AppendEngineLine(row.home + "/logs", clock_->NowUnixMs(),
-                           absl::StrCat("model call (", api,
-                                        ") without usage from the provider: counted as "
-                                        "unknown, not as zero tokens"))
-        .IgnoreError();  // informational: the unknown-usage row is the record
-  }
-  ActOnBreaches(row, run, breaches, limits);
-  return absl::OkStatus();
 }
 
 }  // namespace ktesio::daemon::engine

@@ -17,25 +17,16 @@
 #include "metering/ingest.h"
 #include "spdlog/sinks/null_sink.h"
 #include "status_assertions.h"
+#include "store_fault_seam.h"
 #include "supervisor/supervisor.h"
 
 namespace ktesio::daemon::engine {
 namespace {
 
-// The store reads the fault seam's variable once, at its first commit: set it before main.
-const std::string& FaultFile() {
-  static const std::string path = absl::StrCat("/tmp/kt-usage-meter-fault-", getpid());
-  return path;
-}
-const bool kFaultSeamSet = [] {
-  setenv("KTESIO_TEST_STORE_FAULT_FILE", FaultFile().c_str(), 1);
-  return true;
-}();
-
 class UsageMeterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(kFaultSeamSet);
+    ASSERT_TRUE(testing::kStoreFaultSeamArmed);
     char templ[] = "/tmp/kt-meter-XXXXXX";
     dir_ = mkdtemp(templ);
     store_ = std::move(store::Store::Open(dir_ + "/state.db")).value();
@@ -57,7 +48,7 @@ class UsageMeterTest : public ::testing::Test {
   void TearDown() override {
     meter_.reset();
     store_.reset();
-    std::filesystem::remove(FaultFile());
+    testing::SetStoreFault(false);
     std::filesystem::remove_all(dir_);
   }
 
@@ -149,7 +140,7 @@ TEST_F(UsageMeterTest, ABreachIsCommittedAndHandedToTheOwnerWithTheLimitsInForce
 TEST_F(UsageMeterTest, RefusedCommitsAreRetriedWithBackoffAndRecordedOnceTheStoreTakesThem) {
   const store::InstanceRow row = Running("u", v1::METERING_SOURCE_SELF_REPORTED);
   meter_->Watch(row);
-  std::ofstream(FaultFile()).put('x');
+  testing::SetStoreFault(true);
   WriteUsage(row, 0, 2, 7);
   meter_->Ingest("u", 1);
   EXPECT_EQ(RunInput(row), 0u);
@@ -161,7 +152,7 @@ TEST_F(UsageMeterTest, RefusedCommitsAreRetriedWithBackoffAndRecordedOnceTheStor
   clock_.Advance(std::chrono::milliseconds(100));  // still refused: the delay doubles
   EXPECT_NE(health_.Problems()[0].find("retrying every 200 ms"), std::string::npos)
       << health_.Problems()[0];
-  std::filesystem::remove(FaultFile());
+  testing::SetStoreFault(false);
   clock_.Advance(std::chrono::milliseconds(199));
   EXPECT_EQ(RunInput(row), 0u);  // not due yet
   clock_.Advance(std::chrono::milliseconds(1));
@@ -172,11 +163,11 @@ TEST_F(UsageMeterTest, RefusedCommitsAreRetriedWithBackoffAndRecordedOnceTheStor
 
 TEST_F(UsageMeterTest, AnInstanceRemovedMeanwhileEndsItsRetries) {
   const store::InstanceRow row = Running("u", v1::METERING_SOURCE_SELF_REPORTED);
-  std::ofstream(FaultFile()).put('x');
+  testing::SetStoreFault(true);
   WriteUsage(row, 0, 1, 7);
   meter_->Ingest("u", 1);
   ASSERT_FALSE(health_.Problems().empty());
-  std::filesystem::remove(FaultFile());
+  testing::SetStoreFault(false);
   KT_ASSERT_OK(store_->DeleteInstance(row.id));
   clock_.Advance(std::chrono::milliseconds(100));
   EXPECT_TRUE(health_.Problems().empty());

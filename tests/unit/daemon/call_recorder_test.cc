@@ -1,0 +1,225 @@
+// The ledger side of engine-observed metering over a real store, on a fake clock: batches
+// queued from another thread wake the engine once, calls are charged (unknown usage as
+// unknown), breaches go to the owner, and refused commits are kept — up to a bound — and
+// retried with backoff (the store's fault seam).
+
+#include "engine/call_recorder.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "fakes/fake_clock.h"
+#include "gtest/gtest.h"
+#include "spdlog/sinks/null_sink.h"
+#include "status_assertions.h"
+#include "store_fault_seam.h"
+
+namespace ktesio::daemon::engine {
+namespace {
+
+class CallRecorderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::kStoreFaultSeamArmed);
+    char templ[] = "/tmp/kt-calls-XXXXXX";
+    dir_ = mkdtemp(templ);
+    store_ = std::move(store::Store::Open(dir_ + "/state.db")).value();
+    config_ = std::make_unique<ConfigBridge>(dir_);
+    Build(100000);
+  }
+  void TearDown() override {
+    recorder_.reset();
+    store_.reset();
+    testing::SetStoreFault(false);
+    std::filesystem::remove_all(dir_);
+  }
+  void Build(size_t max_unrecorded) {
+    CallRecorder::Hooks hooks;
+    hooks.post = [this](std::function<void()> work) {
+      std::lock_guard<std::mutex> lock(posted_mu_);
+      posted_.push_back(std::move(work));
+    };
+    hooks.on_recorded = [this](const store::InstanceRow& row,
+                               const std::vector<metering::CallRecord>& records, bool any_known) {
+      recorded_.push_back({row.name, records.size(), any_known});
+    };
+    hooks.on_breach = [this](const store::InstanceRow& row, int64_t run,
+                             const std::vector<budget::Breach>& breaches,
+                             const budget::Limits& limits) {
+      breach_runs_.push_back({row.name, run});
+      breaches_ = breaches;
+      limits_ = limits;
+    };
+    recorder_ = std::make_unique<CallRecorder>(
+        store_.get(), config_.get(), &clock_, &health_,
+        std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::null_sink_st>()),
+        std::move(hooks), max_unrecorded);
+  }
+  // Runs what was posted to the "engine thread".
+  size_t RunPosted() {
+    std::vector<std::function<void()>> work;
+    {
+      std::lock_guard<std::mutex> lock(posted_mu_);
+      work.swap(posted_);
+    }
+    for (auto& fn : work) {
+      fn();
+    }
+    return work.size();
+  }
+  store::InstanceRow Running(const std::string& name) {
+    store::InstanceRow row;
+    row.name = name;
+    row.kind = "observed";
+    row.state = "running";
+    row.home = dir_ + "/agents/" + name;
+    row.current_run = 1;
+    std::filesystem::create_directories(row.home + "/logs");
+    EXPECT_TRUE(store_->InsertInstance(row).ok());
+    EXPECT_TRUE(store_->BeginRun(row.id, 1, clock_.NowUnixMs()).ok());
+    return row;
+  }
+  static metering::CallRecord Call(const std::string& instance, uint64_t input, uint64_t output) {
+    metering::CallRecord record;
+    record.instance = instance;
+    record.shape = metering::ApiShape::kChatCompletions;
+    record.known = true;
+    record.usage = {input, output};
+    record.status = 200;
+    return record;
+  }
+  store::Store::UsageTotals Totals(const store::InstanceRow& row) {
+    return store_->Usage(row.id, 1).value();
+  }
+
+  struct Recorded {
+    std::string name;
+    size_t calls = 0;
+    bool any_known = false;
+    bool operator==(const Recorded&) const = default;
+  };
+
+  std::string dir_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<ConfigBridge> config_;
+  testing::FakeClock clock_;
+  Health health_;
+  std::unique_ptr<CallRecorder> recorder_;
+  std::mutex posted_mu_;
+  std::vector<std::function<void()>> posted_;
+  std::vector<Recorded> recorded_;
+  std::vector<std::pair<std::string, int64_t>> breach_runs_;
+  std::vector<budget::Breach> breaches_;
+  budget::Limits limits_;
+};
+
+TEST_F(CallRecorderTest, ABatchFromTheProxyThreadWakesTheEngineOnceAndIsChargedPerInstance) {
+  const store::InstanceRow a = Running("a");
+  const store::InstanceRow b = Running("b");
+  std::thread proxy([&] {
+    recorder_->Queue(Call("a", 10, 2));
+    recorder_->Queue(Call("b", 5, 1));
+    recorder_->Queue(Call("a", 3, 4));
+  });
+  proxy.join();
+  EXPECT_EQ(RunPosted(), 1u);  // one wake-up for the whole batch
+  EXPECT_EQ(Totals(a).run_input, 13u);
+  EXPECT_EQ(Totals(a).run_output, 6u);
+  EXPECT_EQ(Totals(b).run_input, 5u);
+  EXPECT_EQ(recorded_, (std::vector<Recorded>{{"a", 2, true}, {"b", 1, true}}));
+  recorder_->Queue(Call("a", 1, 1));  // the next batch wakes it again
+  EXPECT_EQ(RunPosted(), 1u);
+  EXPECT_EQ(Totals(a).run_input, 14u);
+  EXPECT_TRUE(health_.Problems().empty());
+}
+
+TEST_F(CallRecorderTest, ACallWithoutUsageIsCountedAsUnknownAndNoted) {
+  const store::InstanceRow a = Running("a");
+  metering::CallRecord unknown = Call("a", 0, 0);
+  unknown.known = false;
+  recorder_->Queue(unknown);
+  RunPosted();
+  EXPECT_EQ(Totals(a).unknown_calls, 1u);
+  EXPECT_EQ(Totals(a).run_input, 0u);
+  EXPECT_EQ(recorded_, (std::vector<Recorded>{{"a", 1, false}}));
+  std::string logs;
+  for (const auto& entry : std::filesystem::directory_iterator(a.home + "/logs")) {
+    std::ifstream in(entry.path());
+    logs += std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_NE(logs.find("without usage from the provider: counted as unknown"), std::string::npos)
+      << logs;
+}
+
+TEST_F(CallRecorderTest, CallsOfARemovedInstanceAreDroppedQuietly) {
+  recorder_->Queue(Call("gone", 10, 2));
+  RunPosted();
+  EXPECT_TRUE(recorded_.empty());
+  EXPECT_TRUE(health_.Problems().empty());
+}
+
+TEST_F(CallRecorderTest, ABreachIsCommittedAndHandedToTheOwner) {
+  const store::InstanceRow a = Running("a");
+  {
+    std::ofstream out(a.home + "/config.toml");
+    out << "[budget.tokens]\ncumulative = 20\n";
+  }
+  recorder_->Queue(Call("a", 15, 10));
+  RunPosted();
+  ASSERT_EQ(breach_runs_.size(), 1u);
+  EXPECT_EQ(breach_runs_[0], (std::pair<std::string, int64_t>{"a", 1}));
+  ASSERT_EQ(breaches_.size(), 1u);
+  EXPECT_EQ(breaches_[0].scope, budget::Scope::kCumulative);
+  EXPECT_EQ(breaches_[0].observed, 25);
+  EXPECT_EQ(limits_.action, budget::Action::kPause);  // the default
+}
+
+TEST_F(CallRecorderTest, RefusedCommitsAreKeptAndRetriedWithBackoffUntilRecorded) {
+  const store::InstanceRow a = Running("a");
+  testing::SetStoreFault(true);
+  recorder_->Queue(Call("a", 10, 2));
+  RunPosted();
+  EXPECT_EQ(Totals(a).run_input, 0u);
+  ASSERT_EQ(health_.Problems().size(), 1u);
+  EXPECT_NE(health_.Problems()[0].find("1 metered call(s) not recorded yet"), std::string::npos)
+      << health_.Problems()[0];
+  EXPECT_NE(health_.Problems()[0].find("retrying every 100 ms"), std::string::npos);
+  recorder_->Queue(Call("a", 1, 1));  // a retry is due: no extra wake-up
+  EXPECT_EQ(RunPosted(), 0u);
+  clock_.Advance(std::chrono::milliseconds(100));
+  EXPECT_NE(health_.Problems()[0].find("2 metered call(s) not recorded yet"), std::string::npos);
+  EXPECT_NE(health_.Problems()[0].find("retrying every 200 ms"), std::string::npos)
+      << health_.Problems()[0];
+  testing::SetStoreFault(false);
+  clock_.Advance(std::chrono::milliseconds(199));
+  EXPECT_EQ(Totals(a).run_input, 0u);
+  clock_.Advance(std::chrono::milliseconds(1));
+  EXPECT_EQ(Totals(a).run_input, 11u);
+  EXPECT_TRUE(health_.Problems().empty());
+  recorder_->Queue(Call("a", 1, 1));  // back to one wake-up per batch
+  EXPECT_EQ(RunPosted(), 1u);
+  EXPECT_EQ(Totals(a).run_input, 12u);
+}
+
+TEST_F(CallRecorderTest, TheRetryQueueIsBoundedAndDropsTheOldestCountingThem) {
+  Build(3);
+  const store::InstanceRow a = Running("a");
+  testing::SetStoreFault(true);
+  for (uint64_t input = 1; input <= 5; ++input) {
+    recorder_->Queue(Call("a", input, 0));
+  }
+  RunPosted();
+  EXPECT_EQ(recorder_->dropped(), 2u);
+  ASSERT_EQ(health_.Problems().size(), 1u);
+  EXPECT_NE(health_.Problems()[0].find("3 metered call(s) not recorded yet"), std::string::npos);
+  EXPECT_NE(health_.Problems()[0].find("(2 dropped beyond the bound of 3)"), std::string::npos)
+      << health_.Problems()[0];
+  testing::SetStoreFault(false);
+  clock_.Advance(std::chrono::milliseconds(100));
+  EXPECT_EQ(Totals(a).run_input, 3u + 4u + 5u);  // the newest three
+}
+
+}  // namespace
+}  // namespace ktesio::daemon::engine
