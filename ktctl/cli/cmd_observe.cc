@@ -1,11 +1,11 @@
 // ktctl agent logs, agent usage, events: reading what the daemon observed.
 
-#include <mutex>
 #include <set>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cli/app.h"
 #include "cli/batch.h"
@@ -108,7 +108,7 @@ int ReadMany(Context& ctx, Client& client, const v1::LogFilter& filter,
 // (each prefixed with its instance). Ends when every stream has ended, or on Ctrl-C.
 int FollowMany(Context& ctx, Client& client, const v1::LogFilter& filter,
                const std::vector<std::string>& names) {
-  std::mutex mu;
+  absl::Mutex mu;
   int worst = kExitOk;
   const size_t width = Widest(names);
   std::vector<std::thread> threads;
@@ -122,14 +122,14 @@ int FollowMany(Context& ctx, Client& client, const v1::LogFilter& filter,
           client.logs().FollowLogs(&call, request);
       v1::FollowLogsResponse response;
       while (reader->Read(&response)) {
-        std::lock_guard<std::mutex> lock(mu);
+        absl::MutexLock lock(&mu);
         PrintLines(ctx, response.lines(), true, width);
         if (!response.end_note().empty()) {
           Err(absl::StrCat("ktctl: ", name, ": ", response.end_note()));
         }
       }
       grpc::Status status = reader->Finish();
-      std::lock_guard<std::mutex> lock(mu);
+      absl::MutexLock lock(&mu);
       if (!status.ok()) {
         worst = std::max(worst, ctx.Fail(status));
       }

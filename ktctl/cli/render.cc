@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -244,7 +245,7 @@ void WriteFleetEntry(contract::JsonWriter& json, const v1::AgentInstance& instan
   if (instance.has_resources()) {
     const v1::ProcessStats& r = instance.resources();
     json.Key("resources").BeginObject();
-    json.Key("cpu_ms").Int(static_cast<int64_t>(r.cpu_seconds() * 1000.0 + 0.5));
+    json.Key("cpu_ms").Int(std::llround(r.cpu_seconds() * 1000.0));
     json.Key("resident_memory_bytes").Uint(r.resident_memory_bytes());
     json.Key("processes").Uint(r.processes());
     json.EndObject();

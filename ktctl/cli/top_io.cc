@@ -127,12 +127,12 @@ void EventFeed::Stop() {
     call_->TryCancel();
     thread_.join();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   pending_ = Batch{};
 }
 
 EventFeed::Batch EventFeed::Take() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return std::exchange(pending_, Batch{});
 }
 
@@ -141,14 +141,14 @@ void EventFeed::Run(const v1::SubscribeEventsRequest& request) {
       client_.events().SubscribeEvents(call_.get(), request);
   v1::SubscribeEventsResponse response;
   while (reader->Read(&response)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     pending_.events.insert(pending_.events.end(), response.events().begin(),
                            response.events().end());
     pending_.lagged = pending_.lagged || response.lagged();
     Wake();
   }
   grpc::Status status = reader->Finish();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   pending_.ended = true;
   pending_.status = status;
   Wake();

@@ -8,7 +8,6 @@
 #include <array>
 #include <csignal>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "cli/client.h"
 
 namespace ktesio::cli::top {
@@ -99,8 +100,8 @@ class EventFeed {
   int wake_fd_ = -1;
   std::unique_ptr<grpc::ClientContext> call_;
   std::thread thread_;
-  std::mutex mu_;
-  Batch pending_;
+  absl::Mutex mu_;
+  Batch pending_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ktesio::cli::top

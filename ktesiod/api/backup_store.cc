@@ -32,7 +32,7 @@ BackupStoreReactor::BackupStoreReactor(ApiContext& api, grpc::CallbackServerCont
 
 bool BackupStoreReactor::Send(v1::BackupStoreResponse piece) {
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (cancelled_) {
       return false;
     }
@@ -40,8 +40,8 @@ bool BackupStoreReactor::Send(v1::BackupStoreResponse piece) {
     writing_ = true;
   }
   StartWrite(&current_);  // outside the lock: OnWriteDone takes it
-  std::unique_lock lock(mu_);
-  done_writing_.wait(lock, [&] { return !writing_ || cancelled_; });
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &BackupStoreReactor::WriteSettled));
   return !cancelled_ && !writing_;
 }
 
@@ -98,7 +98,7 @@ void BackupStoreReactor::Work(std::string state_dir, uint32_t uid) {
   }
   engine::Engine* engine = api_.engine;
   engine->Post([engine, uid, status] { engine->Audit(uid, "BackupStore", "", status); });
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!finished_) {
     finished_ = true;
     Finish(ToGrpcStatus(status));
@@ -106,18 +106,16 @@ void BackupStoreReactor::Work(std::string state_dir, uint32_t uid) {
 }
 
 void BackupStoreReactor::OnWriteDone(bool ok) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);  // a waiting Send wakes when the lock is released
   writing_ = false;
   if (!ok) {
     cancelled_ = true;
   }
-  done_writing_.notify_all();
 }
 
 void BackupStoreReactor::OnCancel() {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   cancelled_ = true;
-  done_writing_.notify_all();
 }
 
 void BackupStoreReactor::OnDone() {

@@ -5,10 +5,10 @@
 // a temporary file in the state dir, streams it in 1 MiB pieces, one write in flight at a time,
 // and removes it.
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "api/call.h"
 #include "ktesio/v1/system.grpc.pb.h"
 
@@ -27,13 +27,15 @@ class BackupStoreReactor final : public grpc::ServerWriteReactor<v1::BackupStore
   // Writes `piece` and waits until it is written; false when the call is over.
   bool Send(v1::BackupStoreResponse piece);
 
+  // The write in flight has completed, or the call is over.
+  bool WriteSettled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !writing_ || cancelled_; }
+
   ApiContext& api_;
-  std::mutex mu_;
-  std::condition_variable done_writing_;
-  bool writing_ = false;
-  bool cancelled_ = false;
-  bool finished_ = false;
-  v1::BackupStoreResponse current_;
+  absl::Mutex mu_;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  v1::BackupStoreResponse current_;  // the worker's, while no write is in flight
   std::thread worker_;
 };
 

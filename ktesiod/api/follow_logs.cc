@@ -17,10 +17,9 @@ FollowLogsReactor::FollowLogsReactor(ApiContext& api, grpc::CallbackServerContex
     return;
   }
   auto link = this->link();
-  v1::LogFilter filter = request.filter();
   engine::Engine* engine = api_.engine;
   // The reactor may be gone by the time this runs: touch it only through the link.
-  engine->Post([engine, link, filter] {
+  engine->Post([engine, link, filter = request.filter()] {
     auto emit = [link](v1::FollowLogsResponse response) {
       WithReactor<v1::FollowLogsResponse>(link, [&](QueuedWriter& reactor) {
         if (!reactor.Enqueue(std::move(response))) {

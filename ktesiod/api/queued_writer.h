@@ -9,9 +9,10 @@
 
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "api/call.h"
 
 namespace ktesio::daemon::api {
@@ -20,21 +21,18 @@ template <typename Response>
 class QueuedWriter : public grpc::ServerWriteReactor<Response> {
  public:
   struct Link {
-    std::mutex mu;
-    QueuedWriter* reactor = nullptr;
+    absl::Mutex mu;
+    QueuedWriter* reactor ABSL_GUARDED_BY(mu) = nullptr;
   };
 
-  explicit QueuedWriter(size_t max_queued) : max_queued_(max_queued) {
-    link_ = std::make_shared<Link>();
-    link_->reactor = this;
-  }
+  explicit QueuedWriter(size_t max_queued) : max_queued_(max_queued), link_(NewLink(this)) {}
 
   std::shared_ptr<Link> link() const { return link_; }
 
   // Queues a response. Returns false (and queues nothing) when the client is too far behind or
   // the call is ending.
   bool Enqueue(Response response) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (final_.has_value() || queue_.size() >= max_queued_) {
       return false;
     }
@@ -49,7 +47,7 @@ class QueuedWriter : public grpc::ServerWriteReactor<Response> {
   // Queues `last` even past the bound (it is the one message that says why the stream ends),
   // then ends the call with `status`.
   void EndWith(Response last, const grpc::Status& status) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (final_.has_value()) {
       return;
     }
@@ -63,7 +61,7 @@ class QueuedWriter : public grpc::ServerWriteReactor<Response> {
 
   // Ends the call with `status` once everything queued has been written.
   void End(const grpc::Status& status) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (final_.has_value()) {
       return;
     }
@@ -75,7 +73,7 @@ class QueuedWriter : public grpc::ServerWriteReactor<Response> {
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     queue_.pop_front();
     if (!ok) {
       writing_ = false;
@@ -103,7 +101,7 @@ class QueuedWriter : public grpc::ServerWriteReactor<Response> {
 
   void OnDone() override {
     {
-      std::lock_guard<std::mutex> lock(link_->mu);
+      absl::MutexLock lock(&link_->mu);
       link_->reactor = nullptr;
     }
     Stopped();
@@ -117,18 +115,25 @@ class QueuedWriter : public grpc::ServerWriteReactor<Response> {
  private:
   const size_t max_queued_;
   std::shared_ptr<Link> link_;
-  std::mutex mu_;
-  std::deque<Response> queue_;
-  bool writing_ = false;
-  std::optional<grpc::Status> final_;
-  bool finished_ = false;
+  static std::shared_ptr<Link> NewLink(QueuedWriter* reactor) {
+    auto link = std::make_shared<Link>();
+    absl::MutexLock lock(&link->mu);
+    link->reactor = reactor;
+    return link;
+  }
+
+  absl::Mutex mu_;
+  std::deque<Response> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> final_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Runs `fn(reactor)` under the link's lock when the call is still alive. Returns false when the
 // call is gone.
 template <typename Response, typename Fn>
 bool WithReactor(const std::shared_ptr<typename QueuedWriter<Response>::Link>& link, Fn fn) {
-  std::lock_guard<std::mutex> lock(link->mu);
+  absl::MutexLock lock(&link->mu);
   if (link->reactor == nullptr) {
     return false;
   }

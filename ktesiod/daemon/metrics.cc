@@ -2,9 +2,10 @@
 #include "ktesio/contract/status_macros.h"
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace ktesio::daemon {
 namespace {
@@ -17,20 +18,22 @@ constexpr auto kMinScrapeAge = std::chrono::milliseconds(200);
 template <typename T, typename Fn>
 std::optional<T> OnEngine(engine::Engine& engine, Fn fn, std::chrono::milliseconds timeout) {
   struct Slot {
-    std::mutex mu;
-    std::condition_variable done;
-    std::optional<T> value;
+    absl::Mutex mu;
+    std::optional<T> value ABSL_GUARDED_BY(mu);
   };
   auto slot = std::make_shared<Slot>();
   engine.Post([slot, fn = std::move(fn)]() mutable {
     T value = fn();
-    std::lock_guard lock(slot->mu);
+    absl::MutexLock lock(&slot->mu);
     slot->value = std::move(value);
-    slot->done.notify_all();
   });
-  std::unique_lock lock(slot->mu);
-  slot->done.wait_for(lock, timeout, [&] { return slot->value.has_value(); });
-  return std::move(slot->value);
+  Slot& waiting = *slot;
+  absl::MutexLock lock(&waiting.mu);
+  waiting.mu.AwaitWithTimeout(
+      absl::Condition(
+          +[](std::optional<T>* value) { return value->has_value(); }, &waiting.value),
+      absl::FromChrono(timeout));
+  return std::move(waiting.value);
 }
 
 }  // namespace

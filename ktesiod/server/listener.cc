@@ -120,7 +120,7 @@ bool AccessPolicy::Allows(const PeerCredentials& peer) const {
 }
 
 void PeerTable::Record(int fd, const PeerCredentials& credentials) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   by_fd_[fd] = credentials;
 }
 
@@ -134,7 +134,7 @@ std::optional<PeerCredentials> PeerTable::Lookup(const std::string& grpc_peer) c
   if (!absl::SimpleAtoi(std::string(view.substr(3)), &fd)) {
     return std::nullopt;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = by_fd_.find(fd);
   if (it == by_fd_.end()) {
     return std::nullopt;

@@ -9,13 +9,14 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/server.h"
 
 namespace ktesio::daemon::server {
@@ -45,8 +46,8 @@ class PeerTable {
   std::optional<PeerCredentials> Lookup(const std::string& grpc_peer) const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<int, PeerCredentials> by_fd_;
+  mutable absl::Mutex mu_;
+  std::map<int, PeerCredentials> by_fd_ ABSL_GUARDED_BY(mu_);
 };
 
 class Listener {

@@ -76,7 +76,7 @@ LoopbackProvider::~LoopbackProvider() {
 }
 
 std::vector<std::string> LoopbackProvider::Targets() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return targets_;
 }
 
@@ -90,7 +90,7 @@ void LoopbackProvider::Serve() {
     const std::string target = ReadRequest(fd, &body);
     if (!target.empty()) {
       {
-        std::lock_guard lock(mu_);
+        absl::MutexLock lock(&mu_);
         targets_.push_back(target);
       }
       std::string reply = R"({"id":"tck","object":"chat.completion","choices":[]})";

@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace ktesio::tck {
 
@@ -32,8 +34,8 @@ class LoopbackProvider {
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
-  mutable std::mutex mu_;
-  std::vector<std::string> targets_;
+  mutable absl::Mutex mu_;
+  std::vector<std::string> targets_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -107,7 +107,7 @@ Kit::Outcome Kit::MeteringEngineObserved() {
   MustSetConfig(name, "metering.upstream_base_url",
                 "http://127.0.0.1:" + std::to_string(provider.port()) + "/v1");
   const v1::AgentInstance running = MustStartRunning(name);
-  const std::string url = running.proxy_url();
+  const std::string& url = running.proxy_url();
   if (url.empty()) return {kFail, "a running engine-observed instance has no proxy_url"};
   if (auto mapping = d_.config.find("metering.base_url"); mapping != d_.config.end()) {
     const std::string problem =
