@@ -10,17 +10,11 @@
 
 namespace ktesio::daemon::engine {
 
-CallRecorder::CallRecorder(store::Store* store, const ConfigBridge* config, time::Clock* clock,
-                           Health* health, std::shared_ptr<spdlog::logger> log, Hooks hooks,
-                           size_t max_unrecorded)
-    : store_(store),
-      config_(config),
-      clock_(clock),
-      health_(health),
-      log_(std::move(log)),
+CallRecorder::CallRecorder(OwnerContext context, Hooks hooks, size_t max_unrecorded)
+    : context_(std::move(context)),
       hooks_(std::move(hooks)),
       max_unrecorded_(max_unrecorded),
-      retry_timer_(clock->NewTimer()) {}
+      retry_timer_(context_.clock->NewTimer()) {}
 
 void CallRecorder::Queue(metering::CallRecord record) {
   // Calls finishing together are committed together (one transaction per instance per batch),
@@ -63,9 +57,9 @@ void CallRecorder::Flush() {
     return;
   }
   if (retry_attempts_ > 0) {
-    log_->info("metered calls recorded after {} failed attempt(s)", retry_attempts_);
+    context_.log->info("metered calls recorded after {} failed attempt(s)", retry_attempts_);
     retry_attempts_ = 0;
-    health_->Set("store:metering", "");
+    context_.health->Set("store:metering", "");
   }
 }
 
@@ -87,7 +81,7 @@ void CallRecorder::Keep(std::vector<metering::CallRecord> unrecorded, const absl
   }
   const int64_t delay_ms = std::min<int64_t>(int64_t{100} << std::min(retry_attempts_, 6), 5000);
   retry_attempts_ += 1;
-  health_->Set(
+  context_.health->Set(
       "store:metering",
       absl::StrCat(kept, " metered call(s) not recorded yet: ", error.message(),
                    "; retrying every ", delay_ms, " ms",
@@ -99,20 +93,20 @@ void CallRecorder::Keep(std::vector<metering::CallRecord> unrecorded, const absl
 
 absl::Status CallRecorder::Record(const std::string& name,
                                   const std::vector<metering::CallRecord>& records) {
-  KT_ASSIGN_OR_RETURN(std::optional<store::InstanceRow> found, store_->FindInstance(name));
+  KT_ASSIGN_OR_RETURN(std::optional<store::InstanceRow> found, context_.store->FindInstance(name));
   if (!found.has_value()) {
     return absl::OkStatus();  // removed meanwhile: nothing to charge
   }
   const store::InstanceRow& row = *found;
   const int64_t run = row.current_run;
-  const budget::Limits limits = config_->Limits(row);
+  const budget::Limits limits = context_.config->Limits(row);
   std::vector<budget::Breach> breaches;
   size_t known = 0;
-  absl::Status status = store_->InTransaction([&]() -> absl::Status {
-    KT_ASSIGN_OR_RETURN(int64_t next, store_->NextSequence(row.id, run));
+  absl::Status status = context_.store->InTransaction([&]() -> absl::Status {
+    KT_ASSIGN_OR_RETURN(int64_t next, context_.store->NextSequence(row.id, run));
     KT_ASSIGN_OR_RETURN(metering::LedgerWriter ledger,
-                        metering::LedgerWriter::Begin(*store_, row, run, "engine-observed", limits,
-                                                      clock_->NowUnixMs()));
+                        metering::LedgerWriter::Begin(*context_.store, row, run, "engine-observed",
+                                                      limits, context_.clock->NowUnixMs()));
     uint64_t sequence = static_cast<uint64_t>(next);
     for (const metering::CallRecord& record : records) {
       // Whether the call was new is not needed: the sequence numbers are fresh.
@@ -127,8 +121,8 @@ absl::Status CallRecorder::Record(const std::string& name,
     return ledger.Finish();
   });
   if (!status.ok()) {
-    log_->error("metered calls not recorded instance={} run={} calls={} error={}", row.name, run,
-                records.size(), std::string(status.message()));
+    context_.log->error("metered calls not recorded instance={} run={} calls={} error={}", row.name,
+                        run, records.size(), std::string(status.message()));
     return status;
   }
   hooks_.on_recorded(row, records, known > 0);
@@ -137,8 +131,8 @@ absl::Status CallRecorder::Record(const std::string& name,
       continue;
     }
     const std::string api(metering::ApiShapeName(record.shape));
-    log_->info("model call without usage instance={} run={} api={}", row.name, run, api);
-    logs::AppendEngineLine(row.home + "/logs", clock_->NowUnixMs(),
+    context_.log->info("model call without usage instance={} run={} api={}", row.name, run, api);
+    logs::AppendEngineLine(row.home + "/logs", context_.clock->NowUnixMs(),
                            absl::StrCat("model call (", api,
                                         ") without usage from the provider: counted as "
                                         "unknown, not as zero tokens"))

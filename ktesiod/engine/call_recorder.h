@@ -18,12 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "budget/budget.h"
-#include "engine/config_bridge.h"
-#include "engine/health.h"
+#include "engine/owner_context.h"
 #include "metering/proxy/proxy.h"
-#include "spdlog/logger.h"
-#include "store/store.h"
-#include "time/clock.h"
 
 namespace ktesio::daemon::engine {
 
@@ -41,10 +37,9 @@ class CallRecorder {
                        const std::vector<budget::Breach>& breaches, const budget::Limits& limits)>
         on_breach;
   };
-  // Everything passed in outlives the recorder. `max_unrecorded` bounds the retry queue (the
-  // oldest records beyond it are dropped and counted).
-  CallRecorder(store::Store* store, const ConfigBridge* config, time::Clock* clock, Health* health,
-               std::shared_ptr<spdlog::logger> log, Hooks hooks, size_t max_unrecorded = 100000);
+  // What `context` points to outlives the recorder. `max_unrecorded` bounds the retry queue
+  // (the oldest records beyond it are dropped and counted).
+  CallRecorder(OwnerContext context, Hooks hooks, size_t max_unrecorded = 100000);
   CallRecorder(const CallRecorder&) = delete;
   CallRecorder& operator=(const CallRecorder&) = delete;
 
@@ -63,11 +58,7 @@ class CallRecorder {
   // Puts `unrecorded` back in front of what came meanwhile and arms the retry.
   void Keep(std::vector<metering::CallRecord> unrecorded, const absl::Status& error);
 
-  store::Store* store_;
-  const ConfigBridge* config_;
-  time::Clock* clock_;
-  Health* health_;
-  std::shared_ptr<spdlog::logger> log_;
+  const OwnerContext context_;
   Hooks hooks_;
   const size_t max_unrecorded_;
   std::unique_ptr<time::Timer> retry_timer_;

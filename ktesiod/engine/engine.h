@@ -261,24 +261,18 @@ class Engine {
   boost::asio::steady_timer retention_timer_{io_};
   std::unique_ptr<time::Clock> clock_;                // after io_: built on it
   std::unique_ptr<process::ProcessBackend> backend_;  // likewise
+  // What the owners below share (after clock_: built on it).
+  OwnerContext Owners() { return {store_.get(), &config_, clock_.get(), &health_, log_}; }
   UsageMeter usage_{
       io_,
-      store_.get(),
-      &config_,
-      clock_.get(),
-      &health_,
-      log_,
+      Owners(),
       {[this] { events_.Publish(); },
        [this](const store::InstanceRow& row, int64_t run,
               const std::vector<budget::Breach>& breaches, const budget::Limits& limits) {
          ActOnBreaches(row, run, breaches, limits);
        }}};  // after clock_
   CallRecorder calls_{
-      store_.get(),
-      &config_,
-      clock_.get(),
-      &health_,
-      log_,
+      Owners(),
       {[this](std::function<void()> work) { Post(std::move(work)); },
        [this](const store::InstanceRow& row, const std::vector<metering::CallRecord>& records,
               bool any_known) {

@@ -35,16 +35,8 @@ bool PunchHole(const std::string& path, off_t length) {
 
 }  // namespace
 
-UsageMeter::UsageMeter(boost::asio::io_context& io, store::Store* store, const ConfigBridge* config,
-                       time::Clock* clock, Health* health, std::shared_ptr<spdlog::logger> log,
-                       Hooks hooks)
-    : io_(io),
-      store_(store),
-      config_(config),
-      clock_(clock),
-      health_(health),
-      log_(std::move(log)),
-      hooks_(std::move(hooks)) {}
+UsageMeter::UsageMeter(boost::asio::io_context& io, OwnerContext context, Hooks hooks)
+    : io_(io), context_(std::move(context)), hooks_(std::move(hooks)) {}
 
 void UsageMeter::Watch(const store::InstanceRow& row) {
   v1::AdapterSnapshot snapshot;
@@ -88,53 +80,54 @@ void UsageMeter::Retry(const std::string& name, int64_t run, const absl::Status&
   // duplicates nothing, even for a run that has ended (its watch is gone).
   Retrying& retry = retries_[{name, run}];
   if (retry.timer == nullptr) {
-    retry.timer = clock_->NewTimer();
+    retry.timer = context_.clock->NewTimer();
   }
   const int64_t delay_ms = std::min<int64_t>(int64_t{100} << std::min(retry.attempts, 6), 5000);
   retry.attempts += 1;
-  health_->Set("store:usage:" + name, absl::StrCat("usage lines of run ", run, " of '", name,
-                                                   "' are not recorded yet: ", error.message(),
-                                                   "; retrying every ", delay_ms, " ms"));
+  context_.health->Set("store:usage:" + name,
+                       absl::StrCat("usage lines of run ", run, " of '", name,
+                                    "' are not recorded yet: ", error.message(),
+                                    "; retrying every ", delay_ms, " ms"));
   retry.timer->Arm(std::chrono::milliseconds(delay_ms), [this, name, run] { Ingest(name, run); });
 }
 
 void UsageMeter::Ingest(const std::string& name, int64_t run) {
-  absl::StatusOr<std::optional<store::InstanceRow>> row = store_->FindInstance(name);
+  absl::StatusOr<std::optional<store::InstanceRow>> row = context_.store->FindInstance(name);
   if (!row.ok()) {
     Retry(name, run, row.status());
     return;
   }
   if (!row->has_value()) {
     retries_.erase({name, run});  // removed meanwhile: nothing to record
-    health_->Set("store:usage:" + name, "");
+    context_.health->Set("store:usage:" + name, "");
     return;
   }
   const std::string path =
       metering::UsageFilePath(supervisor::Supervisor::RunDir((*row)->home), run);
-  const budget::Limits limits = config_->Limits(**row);
+  const budget::Limits limits = context_.config->Limits(**row);
   absl::StatusOr<metering::IngestResult> result = metering::IngestUsageFile(
-      *store_, **row, run, path, "self-reported", limits, clock_->NowUnixMs());
+      *context_.store, **row, run, path, "self-reported", limits, context_.clock->NowUnixMs());
   if (!result.ok()) {
-    log_->error("usage ingestion failed instance={} run={} error={}", name, run,
-                std::string(result.status().message()));
+    context_.log->error("usage ingestion failed instance={} run={} error={}", name, run,
+                        std::string(result.status().message()));
     Retry(name, run, result.status());
     return;
   }
   if (auto retry = retries_.find({name, run}); retry != retries_.end()) {
-    log_->info("usage of instance={} run={} recorded after {} failed attempt(s)", name, run,
-               retry->second.attempts);
+    context_.log->info("usage of instance={} run={} recorded after {} failed attempt(s)", name, run,
+                       retry->second.attempts);
     retries_.erase(retry);
-    health_->Set("store:usage:" + name, "");
+    context_.health->Set("store:usage:" + name, "");
   }
   for (const std::string& problem : result->malformed) {
-    log_->warn("malformed usage line instance={} run={} error=\"{}\"", name, run, problem);
-    logs::AppendEngineLine((*row)->home + "/logs", clock_->NowUnixMs(),
+    context_.log->warn("malformed usage line instance={} run={} error=\"{}\"", name, run, problem);
+    logs::AppendEngineLine((*row)->home + "/logs", context_.clock->NowUnixMs(),
                            absl::StrCat("malformed KTESIO_USAGE line ignored: ", problem))
         .IgnoreError();  // informational: the line is reported in the daemon log above
   }
   if (result->duplicates > 0) {
-    log_->info("usage replay ignored instance={} run={} duplicates={}", name, run,
-               result->duplicates);
+    context_.log->info("usage replay ignored instance={} run={} duplicates={}", name, run,
+                       result->duplicates);
   }
   if (result->accepted > 0) {
     hooks_.on_recorded();
@@ -153,7 +146,7 @@ void UsageMeter::ReleaseIngested(const store::InstanceRow& row, int64_t run,
   if (run != row.current_run) {
     return;
   }
-  absl::StatusOr<int64_t> offset = store_->UsageOffset(row.id, run);
+  absl::StatusOr<int64_t> offset = context_.store->UsageOffset(row.id, run);
   if (!offset.ok() || *offset < kKeepIngested + kPunchGranule) {
     return;
   }
@@ -161,7 +154,7 @@ void UsageMeter::ReleaseIngested(const store::InstanceRow& row, int64_t run,
       static_cast<off_t>((*offset - kKeepIngested) / kPunchGranule * kPunchGranule);
   if (!PunchHole(path, length) && !punch_unsupported_) {
     punch_unsupported_ = true;
-    log_->info(
+    context_.log->info(
         "usage copies are not trimmed on this filesystem ({}): they keep their ingested "
         "bytes until the run directory is removed",
         std::strerror(errno));
@@ -170,7 +163,7 @@ void UsageMeter::ReleaseIngested(const store::InstanceRow& row, int64_t run,
 
 void UsageMeter::ReleaseEndedRunCopies(int64_t ended_before_ms) {
   absl::StatusOr<std::vector<store::Store::EndedRun>> runs =
-      store_->RunsEndedBetween(released_through_ms_, ended_before_ms);
+      context_.store->RunsEndedBetween(released_through_ms_, ended_before_ms);
   if (!runs.ok()) {
     return;  // tried again at the next pass, over the same window
   }

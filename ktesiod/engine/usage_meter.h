@@ -17,13 +17,9 @@
 
 #include "boost/asio/io_context.hpp"
 #include "budget/budget.h"
-#include "engine/config_bridge.h"
-#include "engine/health.h"
+#include "engine/owner_context.h"
 #include "fs/directory_watch.h"
 #include "ktesio/v1/agent.pb.h"
-#include "spdlog/logger.h"
-#include "store/store.h"
-#include "time/clock.h"
 
 namespace ktesio::daemon::engine {
 
@@ -37,9 +33,8 @@ class UsageMeter {
                        const std::vector<budget::Breach>& breaches, const budget::Limits& limits)>
         on_breach;
   };
-  // Everything passed in outlives the meter; `io` serves its directory watches.
-  UsageMeter(boost::asio::io_context& io, store::Store* store, const ConfigBridge* config,
-             time::Clock* clock, Health* health, std::shared_ptr<spdlog::logger> log, Hooks hooks);
+  // `io` (which serves its directory watches) and what `context` points to outlive the meter.
+  UsageMeter(boost::asio::io_context& io, OwnerContext context, Hooks hooks);
   UsageMeter(const UsageMeter&) = delete;
   UsageMeter& operator=(const UsageMeter&) = delete;
 
@@ -78,11 +73,7 @@ class UsageMeter {
   };
 
   boost::asio::io_context& io_;
-  store::Store* store_;
-  const ConfigBridge* config_;
-  time::Clock* clock_;
-  Health* health_;
-  std::shared_ptr<spdlog::logger> log_;
+  const OwnerContext context_;
   Hooks hooks_;
   std::map<std::string, Watched> watches_;
   std::map<std::pair<std::string, int64_t>, Retrying> retries_;

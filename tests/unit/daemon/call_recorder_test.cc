@@ -5,63 +5,45 @@
 
 #include "engine/call_recorder.h"
 
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
-#include "fakes/fake_clock.h"
+#include "absl/synchronization/mutex.h"
+#include "engine_owner_fixture.h"
 #include "gtest/gtest.h"
-#include "spdlog/sinks/null_sink.h"
 #include "status_assertions.h"
-#include "store_fault_seam.h"
 
 namespace ktesio::daemon::engine {
 namespace {
 
-class CallRecorderTest : public ::testing::Test {
+class CallRecorderTest : public EngineOwnerTest {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(testing::kStoreFaultSeamArmed);
-    char templ[] = "/tmp/kt-calls-XXXXXX";
-    dir_ = mkdtemp(templ);
-    store_ = std::move(store::Store::Open(dir_ + "/state.db")).value();
-    config_ = std::make_unique<ConfigBridge>(dir_);
+    EngineOwnerTest::SetUp();
     Build(100000);
   }
   void TearDown() override {
     recorder_.reset();
-    store_.reset();
-    testing::SetStoreFault(false);
-    std::filesystem::remove_all(dir_);
+    EngineOwnerTest::TearDown();
   }
   void Build(size_t max_unrecorded) {
     CallRecorder::Hooks hooks;
     hooks.post = [this](std::function<void()> work) {
-      std::lock_guard<std::mutex> lock(posted_mu_);
+      absl::MutexLock lock(&posted_mu_);
       posted_.push_back(std::move(work));
     };
     hooks.on_recorded = [this](const store::InstanceRow& row,
                                const std::vector<metering::CallRecord>& records, bool any_known) {
       recorded_.push_back({row.name, records.size(), any_known});
     };
-    hooks.on_breach = [this](const store::InstanceRow& row, int64_t run,
-                             const std::vector<budget::Breach>& breaches,
-                             const budget::Limits& limits) {
-      breach_runs_.push_back({row.name, run});
-      breaches_ = breaches;
-      limits_ = limits;
-    };
-    recorder_ = std::make_unique<CallRecorder>(
-        store_.get(), config_.get(), &clock_, &health_,
-        std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::null_sink_st>()),
-        std::move(hooks), max_unrecorded);
+    hooks.on_breach = OnBreach();
+    recorder_ = std::make_unique<CallRecorder>(Context(), std::move(hooks), max_unrecorded);
   }
   // Runs what was posted to the "engine thread".
   size_t RunPosted() {
     std::vector<std::function<void()>> work;
     {
-      std::lock_guard<std::mutex> lock(posted_mu_);
+      absl::MutexLock lock(&posted_mu_);
       work.swap(posted_);
     }
     for (auto& fn : work) {
@@ -70,16 +52,7 @@ class CallRecorderTest : public ::testing::Test {
     return work.size();
   }
   store::InstanceRow Running(const std::string& name) {
-    store::InstanceRow row;
-    row.name = name;
-    row.kind = "observed";
-    row.state = "running";
-    row.home = dir_ + "/agents/" + name;
-    row.current_run = 1;
-    std::filesystem::create_directories(row.home + "/logs");
-    EXPECT_TRUE(store_->InsertInstance(row).ok());
-    EXPECT_TRUE(store_->BeginRun(row.id, 1, clock_.NowUnixMs()).ok());
-    return row;
+    return EngineOwnerTest::Running(name, v1::METERING_SOURCE_ENGINE_OBSERVED);
   }
   static metering::CallRecord Call(const std::string& instance, uint64_t input, uint64_t output) {
     metering::CallRecord record;
@@ -90,9 +63,6 @@ class CallRecorderTest : public ::testing::Test {
     record.status = 200;
     return record;
   }
-  store::Store::UsageTotals Totals(const store::InstanceRow& row) {
-    return store_->Usage(row.id, 1).value();
-  }
 
   struct Recorded {
     std::string name;
@@ -101,18 +71,10 @@ class CallRecorderTest : public ::testing::Test {
     bool operator==(const Recorded&) const = default;
   };
 
-  std::string dir_;
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<ConfigBridge> config_;
-  testing::FakeClock clock_;
-  Health health_;
   std::unique_ptr<CallRecorder> recorder_;
-  std::mutex posted_mu_;
-  std::vector<std::function<void()>> posted_;
+  absl::Mutex posted_mu_;
+  std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(posted_mu_);
   std::vector<Recorded> recorded_;
-  std::vector<std::pair<std::string, int64_t>> breach_runs_;
-  std::vector<budget::Breach> breaches_;
-  budget::Limits limits_;
 };
 
 TEST_F(CallRecorderTest, ABatchFromTheProxyThreadWakesTheEngineOnceAndIsChargedPerInstance) {
@@ -168,12 +130,12 @@ TEST_F(CallRecorderTest, ABreachIsCommittedAndHandedToTheOwner) {
   }
   recorder_->Queue(Call("a", 15, 10));
   RunPosted();
-  ASSERT_EQ(breach_runs_.size(), 1u);
-  EXPECT_EQ(breach_runs_[0], (std::pair<std::string, int64_t>{"a", 1}));
-  ASSERT_EQ(breaches_.size(), 1u);
-  EXPECT_EQ(breaches_[0].scope, budget::Scope::kCumulative);
-  EXPECT_EQ(breaches_[0].observed, 25);
-  EXPECT_EQ(limits_.action, budget::Action::kPause);  // the default
+  ASSERT_EQ(breach_.runs.size(), 1u);
+  EXPECT_EQ(breach_.runs[0], (std::pair<std::string, int64_t>{"a", 1}));
+  ASSERT_EQ(breach_.breaches.size(), 1u);
+  EXPECT_EQ(breach_.breaches[0].scope, budget::Scope::kCumulative);
+  EXPECT_EQ(breach_.breaches[0].observed, 25);
+  EXPECT_EQ(breach_.limits.action, budget::Action::kPause);  // the default
 }
 
 TEST_F(CallRecorderTest, RefusedCommitsAreKeptAndRetriedWithBackoffUntilRecorded) {

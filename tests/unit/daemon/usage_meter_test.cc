@@ -4,70 +4,31 @@
 
 #include "engine/usage_meter.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 
-#include "absl/strings/str_cat.h"
-#include "fakes/fake_clock.h"
+#include "engine_owner_fixture.h"
 #include "gtest/gtest.h"
-#include "ktesio/v1/common.pb.h"
 #include "metering/ingest.h"
-#include "spdlog/sinks/null_sink.h"
 #include "status_assertions.h"
-#include "store_fault_seam.h"
 #include "supervisor/supervisor.h"
 
 namespace ktesio::daemon::engine {
 namespace {
 
-class UsageMeterTest : public ::testing::Test {
+class UsageMeterTest : public EngineOwnerTest {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(testing::kStoreFaultSeamArmed);
-    char templ[] = "/tmp/kt-meter-XXXXXX";
-    dir_ = mkdtemp(templ);
-    store_ = std::move(store::Store::Open(dir_ + "/state.db")).value();
-    config_ = std::make_unique<ConfigBridge>(dir_);
+    EngineOwnerTest::SetUp();
     UsageMeter::Hooks hooks;
     hooks.on_recorded = [this] { ++recorded_; };
-    hooks.on_breach = [this](const store::InstanceRow& row, int64_t run,
-                             const std::vector<budget::Breach>& breaches,
-                             const budget::Limits& limits) {
-      breach_runs_.push_back({row.name, run});
-      breaches_ = breaches;
-      limits_ = limits;
-    };
-    meter_ = std::make_unique<UsageMeter>(
-        io_, store_.get(), config_.get(), &clock_, &health_,
-        std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::null_sink_st>()),
-        std::move(hooks));
+    hooks.on_breach = OnBreach();
+    meter_ = std::make_unique<UsageMeter>(io_, Context(), std::move(hooks));
   }
   void TearDown() override {
     meter_.reset();
-    store_.reset();
-    testing::SetStoreFault(false);
-    std::filesystem::remove_all(dir_);
+    EngineOwnerTest::TearDown();
   }
 
-  // A running instance on run 1, metered the given way.
-  store::InstanceRow Running(const std::string& name, v1::MeteringSource source) {
-    v1::AdapterSnapshot snapshot;
-    snapshot.set_metering_source(source);
-    store::InstanceRow row;
-    row.name = name;
-    row.kind = "usage";
-    row.snapshot = snapshot.SerializeAsString();
-    row.state = "running";
-    row.home = dir_ + "/agents/" + name;
-    row.current_run = 1;
-    std::filesystem::create_directories(supervisor::Supervisor::RunDir(row.home));
-    EXPECT_TRUE(store_->InsertInstance(row).ok());
-    EXPECT_TRUE(store_->BeginRun(row.id, 1, clock_.NowUnixMs()).ok());
-    return row;
-  }
   void WriteUsage(const store::InstanceRow& row, int from, int count, int input) {
     std::ofstream out(metering::UsageFilePath(supervisor::Supervisor::RunDir(row.home), 1),
                       std::ios::app);
@@ -76,21 +37,11 @@ class UsageMeterTest : public ::testing::Test {
           << ",\"output_tokens\":1}\n";
     }
   }
-  uint64_t RunInput(const store::InstanceRow& row) {
-    return store_->Usage(row.id, 1).value().run_input;
-  }
+  uint64_t RunInput(const store::InstanceRow& row) { return Totals(row).run_input; }
 
   boost::asio::io_context io_;
-  std::string dir_;
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<ConfigBridge> config_;
-  testing::FakeClock clock_;
-  Health health_;
   std::unique_ptr<UsageMeter> meter_;
   int recorded_ = 0;
-  std::vector<std::pair<std::string, int64_t>> breach_runs_;
-  std::vector<budget::Breach> breaches_;
-  budget::Limits limits_;
 };
 
 TEST_F(UsageMeterTest, ASelfReportedRunIsWatchedIngestedOnceAndPublished) {
@@ -107,7 +58,7 @@ TEST_F(UsageMeterTest, ASelfReportedRunIsWatchedIngestedOnceAndPublished) {
   meter_->RunEnded(row);  // the last lines, then no more watching
   EXPECT_EQ(RunInput(row), 26u);
   EXPECT_EQ(meter_->watched(), 0u);
-  EXPECT_TRUE(breach_runs_.empty());
+  EXPECT_TRUE(breach_.runs.empty());
 }
 
 TEST_F(UsageMeterTest, AnEngineObservedRunIsNotWatched) {
@@ -127,13 +78,13 @@ TEST_F(UsageMeterTest, ABreachIsCommittedAndHandedToTheOwnerWithTheLimitsInForce
   meter_->Watch(row);
   WriteUsage(row, 0, 2, 7);  // 16 tokens > 10
   meter_->Ingest("u", 1);
-  ASSERT_EQ(breach_runs_.size(), 1u);
-  EXPECT_EQ(breach_runs_[0], (std::pair<std::string, int64_t>{"u", 1}));
-  ASSERT_EQ(breaches_.size(), 1u);
-  EXPECT_EQ(breaches_[0].limit, 10);
-  ASSERT_TRUE(limits_.tokens_per_run.has_value());
-  EXPECT_EQ(*limits_.tokens_per_run, 10u);
-  EXPECT_EQ(limits_.action, budget::Action::kStop);
+  ASSERT_EQ(breach_.runs.size(), 1u);
+  EXPECT_EQ(breach_.runs[0], (std::pair<std::string, int64_t>{"u", 1}));
+  ASSERT_EQ(breach_.breaches.size(), 1u);
+  EXPECT_EQ(breach_.breaches[0].limit, 10);
+  ASSERT_TRUE(breach_.limits.tokens_per_run.has_value());
+  EXPECT_EQ(*breach_.limits.tokens_per_run, 10u);
+  EXPECT_EQ(breach_.limits.action, budget::Action::kStop);
   EXPECT_EQ(store_->PendingBreaches().value().size(), 1u);
 }
 
