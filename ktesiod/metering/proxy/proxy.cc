@@ -1,6 +1,7 @@
 #include "metering/proxy/proxy.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "metering/proxy/http_message.h"
 
 // <utility> first: Boost 1.74's asio/awaitable.hpp uses std::exchange without including it.
 #include <utility>
@@ -14,9 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/detached.hpp"
 #include "boost/asio/executor_work_guard.hpp"
@@ -47,70 +46,6 @@ constexpr size_t kHeaderLimit = 64u << 10;
 constexpr size_t kRelayBuffer = 64u << 10;
 
 auto Await(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
-
-// Hop-by-hop headers (RFC 9110 §7.6.1) plus the ones the proxy re-frames or rewrites itself.
-bool IsHopByHop(std::string_view name, const std::vector<std::string>& connection_listed) {
-  static constexpr std::string_view kNames[] = {
-      "connection",        "keep-alive",        "proxy-connection", "te",
-      "trailer",           "transfer-encoding", "upgrade",          "proxy-authorization",
-      "proxy-authenticate"};
-  const std::string lower = absl::AsciiStrToLower(std::string(name));
-  for (std::string_view hop : kNames) {
-    if (lower == hop) {
-      return true;
-    }
-  }
-  for (const std::string& listed : connection_listed) {
-    if (lower == listed) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// The lower-cased tokens of every Connection field (RFC 9112 §9.3; Beast's keep_alive() reads
-// only one field).
-template <bool isRequest, class Fields>
-std::vector<std::string> ConnectionTokens(const http::header<isRequest, Fields>& head) {
-  std::vector<std::string> tokens;
-  for (const auto& field : head) {
-    if (field.name() != http::field::connection) {
-      continue;
-    }
-    for (absl::string_view token :
-         absl::StrSplit(absl::string_view(field.value().data(), field.value().size()), ',')) {
-      std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(token));
-      if (!name.empty()) {
-        tokens.push_back(std::move(name));
-      }
-    }
-  }
-  return tokens;
-}
-
-// Header names the Connection field lists as hop-by-hop (its tokens other than close/keep-alive).
-template <bool isRequest, class Fields>
-std::vector<std::string> ConnectionListed(const http::header<isRequest, Fields>& head) {
-  std::vector<std::string> names = ConnectionTokens(head);
-  std::erase_if(names, [](const std::string& n) { return n == "close" || n == "keep-alive"; });
-  return names;
-}
-
-template <bool isRequest, class Fields>
-bool WantsKeepAlive(const http::header<isRequest, Fields>& head) {
-  const std::vector<std::string> tokens = ConnectionTokens(head);
-  const auto has = [&](std::string_view t) {
-    return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
-  };
-  return !has("close") && (head.version() >= 11 || has("keep-alive"));
-}
-
-std::string FixedResponse(unsigned status, std::string_view reason, std::string_view body,
-                          bool keep_alive) {
-  return absl::StrCat("HTTP/1.1 ", status, " ", std::string(reason),
-                      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
-                      keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n", std::string(body));
-}
 
 // Re-arms a stream's idle deadline at most once a second: each arming is a timer operation,
 // and a stream relays many pieces a second. The deadline thus lies between idle - 1 s and idle
@@ -573,33 +508,16 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   if (!no_body && !pass_length && !chunked) {
     keep_alive = false;
   }
-  const beast::string_view reason =
-      response.reason().empty() ? http::obsolete_reason(response.result()) : response.reason();
-  std::string head =
-      absl::StrCat("HTTP/1.1 ", status, " ", std::string(reason.data(), reason.size()), "\r\n");
-  const std::vector<std::string> listed = ConnectionListed(response.base());
-  for (const auto& field : response) {
-    const std::string_view name(field.name_string().data(), field.name_string().size());
-    if (IsHopByHop(name, listed) || field.name() == http::field::content_length) {
-      continue;
-    }
-    absl::StrAppend(&head, std::string(name), ": ",
-                    std::string(field.value().data(), field.value().size()), "\r\n");
-  }
-  if (pass_length) {
-    absl::StrAppend(&head, "Content-Length: ", *parser.content_length(), "\r\n");
-  } else if (no_body && response.has_content_length()) {
-    absl::StrAppend(&head, "Content-Length: ",
-                    std::string(response[http::field::content_length].data(),
-                                response[http::field::content_length].size()),
-                    "\r\n");
+  ResponseFraming framing = ResponseFraming::kCloseDelimited;
+  if (no_body) {
+    framing = ResponseFraming::kNoBody;
+  } else if (pass_length) {
+    framing = ResponseFraming::kContentLength;
   } else if (chunked) {
-    head.append("Transfer-Encoding: chunked\r\n");
+    framing = ResponseFraming::kChunked;
   }
-  if (!keep_alive) {
-    head.append("Connection: close\r\n");
-  }
-  head.append("\r\n");
+  std::string head =
+      ResponseHead(response.base(), framing, parser.content_length().value_or(0), keep_alive);
   // Writes whatever is pending (the head, until it has gone out), `data` framed for the client,
   // and — when `last` — the terminating chunk: one gathered write per piece of the body.
   std::string pending = std::move(head);
@@ -787,18 +705,10 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
     bool keep_alive = WantsKeepAlive(request.base());
     const std::string_view method(request.method_string().data(), request.method_string().size());
     std::string_view target(request.target().data(), request.target().size());
-    if (!listener->path_prefix.empty()) {
-      // Only the agent's base URL is served: /kt-<secret>, then '/', '?' or the end.
-      const std::string& prefix = listener->path_prefix;
-      const bool ours = target.starts_with(prefix) &&
-                        (target.size() == prefix.size() || target[prefix.size()] == '/' ||
-                         target[prefix.size()] == '?');
-      if (!ours) {
-        const std::string reply = FixedResponse(403, "Forbidden", kForbiddenBody, false);
-        co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
-        co_return;
-      }
-      target.remove_prefix(prefix.size());
+    if (!StripPathPrefix(listener->path_prefix, target)) {
+      const std::string reply = FixedResponse(403, "Forbidden", kForbiddenBody, false);
+      co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
+      co_return;
     }
     const RequestPlan plan = PlanRequest(method, target, request.body());
     const std::shared_ptr<const Upstream> upstream = listener->upstream;
@@ -812,32 +722,7 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
       continue;
     }
 
-    http::request<http::string_body> out;
-    out.method_string(request.method_string());
-    out.target(upstream->TargetFor(target));
-    out.version(11);
-    const std::vector<std::string> listed = ConnectionListed(request.base());
-    for (const auto& field : request) {
-      const std::string_view name(field.name_string().data(), field.name_string().size());
-      if (IsHopByHop(name, listed) || field.name() == http::field::host ||
-          field.name() == http::field::content_length ||
-          field.name() == http::field::accept_encoding || field.name() == http::field::expect) {
-        continue;
-      }
-      out.insert(field.name_string(), field.value());
-    }
-    out.set(http::field::host, upstream->host_header);
-    out.set(http::field::accept_encoding, "identity");  // usage must stay readable
-    const bool had_body = request.has_content_length() || request.chunked();
-    if (plan.body.has_value()) {
-      out.body() = *plan.body;
-    } else {
-      out.body() = std::move(request.body());  // not copied: a request body may be megabytes
-    }
-    if (had_body || !out.body().empty()) {
-      out.content_length(out.body().size());
-    }
-    out.keep_alive(true);
+    http::request<http::string_body> out = UpstreamRequest(request, target, *upstream, plan);
 
     const bool head_request = request.method() == http::verb::head;
     Exchange result = Exchange::kBadGateway;

@@ -1,0 +1,98 @@
+#pragma once
+
+// The metering proxy's HTTP/1.1 message handling that needs no socket: which headers are
+// hop-by-hop, keep-alive, the request sent upstream, the response head sent to the agent, the
+// proxy's own fixed replies and the agent's path prefix. Pure functions, unit-tested.
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
+#include "boost/beast/http.hpp"
+#include "metering/proxy/upstream.h"
+#include "metering/usage_extract.h"
+
+namespace ktesio::daemon::metering {
+
+namespace http = boost::beast::http;
+
+// Hop-by-hop headers (RFC 9110 §7.6.1) plus the ones the proxy re-frames or rewrites itself;
+// `connection_listed` adds the names the Connection field lists (ConnectionListed).
+bool IsHopByHop(std::string_view name, const std::vector<std::string>& connection_listed);
+
+// The lower-cased tokens of every Connection field (RFC 9112 §9.3; Beast's keep_alive() reads
+// only one field).
+template <bool isRequest, class Fields>
+inline std::vector<std::string> ConnectionTokens(const http::header<isRequest, Fields>& head) {
+  std::vector<std::string> tokens;
+  for (const auto& field : head) {
+    if (field.name() != http::field::connection) {
+      continue;
+    }
+    for (absl::string_view token :
+         absl::StrSplit(absl::string_view(field.value().data(), field.value().size()), ',')) {
+      std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(token));
+      if (!name.empty()) {
+        tokens.push_back(std::move(name));
+      }
+    }
+  }
+  return tokens;
+}
+
+// Header names the Connection field lists as hop-by-hop (its tokens other than close/keep-alive).
+template <bool isRequest, class Fields>
+inline std::vector<std::string> ConnectionListed(const http::header<isRequest, Fields>& head) {
+  std::vector<std::string> names = ConnectionTokens(head);
+  std::erase_if(names, [](const std::string& n) { return n == "close" || n == "keep-alive"; });
+  return names;
+}
+
+// Whether the sender wants the connection kept open (HTTP/1.1 unless "close"; HTTP/1.0 only
+// with "keep-alive").
+template <bool isRequest, class Fields>
+inline bool WantsKeepAlive(const http::header<isRequest, Fields>& head) {
+  const std::vector<std::string> tokens = ConnectionTokens(head);
+  const auto has = [&](std::string_view t) {
+    return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+  };
+  return !has("close") && (head.version() >= 11 || has("keep-alive"));
+}
+
+// A reply of the proxy's own: a JSON `body` with its length, closing unless `keep_alive`.
+std::string FixedResponse(unsigned status, std::string_view reason, std::string_view body,
+                          bool keep_alive);
+
+// How the response body is framed towards the agent.
+enum class ResponseFraming {
+  kNoBody,          // HEAD, 1xx, 204, 304: the provider's Content-Length (if any) is kept
+  kContentLength,   // the provider's length, passed through (nothing is stripped)
+  kChunked,         // re-framed for an HTTP/1.1 agent
+  kCloseDelimited,  // an HTTP/1.0 agent: the body ends when the connection does
+};
+
+// The head sent to the agent for the provider's `response`: the status line as HTTP/1.1, every
+// end-to-end field except Content-Length, then the framing (`content_length` is the provider's,
+// used with kContentLength only) and "Connection: close" unless `keep_alive`.
+std::string ResponseHead(const http::response_header<>& response, ResponseFraming framing,
+                         std::uint64_t content_length, bool keep_alive);
+
+// The request sent to the provider for the agent's `request` to `target` (the path below the
+// agent's prefix): end-to-end fields only, the upstream's Host, identity encoding (usage must
+// stay readable), the planned body when the plan rewrote it (else the agent's, moved out of
+// `request`), a Content-Length whenever there is a body, and keep-alive.
+http::request<http::string_body> UpstreamRequest(http::request<http::string_body>& request,
+                                                 std::string_view target, const Upstream& upstream,
+                                                 const RequestPlan& plan);
+
+// Only the agent's base URL is served: `target` must start with `prefix` ("/kt-<secret>")
+// followed by '/', '?' or its end; the prefix is then removed from `target`. An empty prefix
+// (an agent started before per-agent paths) accepts any target.
+bool StripPathPrefix(const std::string& prefix, std::string_view& target);
+
+}  // namespace ktesio::daemon::metering

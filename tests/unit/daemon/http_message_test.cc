@@ -1,0 +1,138 @@
+// The metering proxy's socket-free HTTP handling: hop-by-hop fields, keep-alive, the request
+// sent upstream, the response head sent to the agent, fixed replies and the path prefix.
+
+#include "metering/proxy/http_message.h"
+
+#include "gtest/gtest.h"
+#include "status_assertions.h"
+
+namespace ktesio::daemon::metering {
+namespace {
+
+http::response_header<> Response(unsigned status, std::string_view reason = "") {
+  http::response_header<> response;
+  response.result(status);
+  response.version(11);
+  if (!reason.empty()) {
+    response.reason(boost::beast::string_view(reason.data(), reason.size()));
+  }
+  return response;
+}
+
+TEST(HttpMessage, HopByHopFieldsAreRecognisedWhateverTheirCaseAndWhatConnectionLists) {
+  EXPECT_TRUE(IsHopByHop("Connection", {}));
+  EXPECT_TRUE(IsHopByHop("KEEP-ALIVE", {}));
+  EXPECT_TRUE(IsHopByHop("Transfer-Encoding", {}));
+  EXPECT_TRUE(IsHopByHop("Proxy-Authorization", {}));
+  EXPECT_FALSE(IsHopByHop("Authorization", {}));
+  EXPECT_FALSE(IsHopByHop("X-Trace", {}));
+  EXPECT_TRUE(IsHopByHop("X-Trace", {"x-trace"}));
+}
+
+TEST(HttpMessage, KeepAliveFollowsEveryConnectionFieldAndTheVersion) {
+  http::request_header<> request;
+  request.version(11);
+  EXPECT_TRUE(WantsKeepAlive(request));
+  request.insert(http::field::connection, "x-trace");
+  request.insert(http::field::connection, "Close");  // a second field, mixed case
+  EXPECT_FALSE(WantsKeepAlive(request));
+  EXPECT_EQ(ConnectionListed(request), std::vector<std::string>{"x-trace"});
+  http::request_header<> old;
+  old.version(10);
+  EXPECT_FALSE(WantsKeepAlive(old));
+  old.set(http::field::connection, "keep-alive");
+  EXPECT_TRUE(WantsKeepAlive(old));
+}
+
+TEST(HttpMessage, AFixedReplyIsJsonWithItsLengthAndClosesUnlessKeptAlive) {
+  EXPECT_EQ(FixedResponse(429, "Too Many Requests", R"({"e":1})", true),
+            "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+            "Content-Length: 7\r\n\r\n{\"e\":1}");
+  EXPECT_EQ(FixedResponse(502, "Bad Gateway", "", false),
+            "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\n"
+            "Content-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
+TEST(HttpMessage, AResponseHeadKeepsEndToEndFieldsAndReframesTheBody) {
+  http::response_header<> response = Response(200, "OK");
+  response.insert(http::field::content_type, "text/event-stream");
+  response.insert(http::field::transfer_encoding, "chunked");
+  response.insert(http::field::connection, "x-hop");
+  response.insert("X-Hop", "dropped");
+  response.insert("X-Request-Id", "r1");
+  response.insert(http::field::content_length, "99");
+  EXPECT_EQ(ResponseHead(response, ResponseFraming::kChunked, 0, true),
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Request-Id: r1\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n");
+  EXPECT_EQ(ResponseHead(response, ResponseFraming::kContentLength, 42, false),
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Request-Id: r1\r\n"
+            "Content-Length: 42\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(ResponseHead(response, ResponseFraming::kCloseDelimited, 0, false),
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Request-Id: r1\r\n"
+            "Connection: close\r\n\r\n");
+}
+
+TEST(HttpMessage, ABodilessResponseKeepsTheProvidersLengthAndGetsAReasonWhenItHasNone) {
+  http::response_header<> response = Response(304);
+  response.insert(http::field::content_length, "12");
+  EXPECT_EQ(ResponseHead(response, ResponseFraming::kNoBody, 0, true),
+            "HTTP/1.1 304 Not Modified\r\nContent-Length: 12\r\n\r\n");
+  EXPECT_EQ(ResponseHead(Response(204), ResponseFraming::kNoBody, 0, true),
+            "HTTP/1.1 204 No Content\r\n\r\n");
+}
+
+TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) {
+  absl::StatusOr<Upstream> upstream =
+      ParseUpstream("metering.upstream_base_url", "http://api.example.com:8080/v1");
+  KT_ASSERT_OK(upstream.status());
+  http::request<http::string_body> request{http::verb::post, "/kt-x/chat/completions", 10};
+  request.set(http::field::host, "127.0.0.1:5000");
+  request.set(http::field::authorization, "Bearer k");
+  request.set(http::field::accept_encoding, "gzip");
+  request.set(http::field::expect, "100-continue");
+  request.set(http::field::connection, "keep-alive, x-hop");
+  request.set("X-Hop", "dropped");
+  request.body() = R"({"model":"m","stream":true})";
+  request.prepare_payload();
+  RequestPlan plan;
+  plan.body = R"({"model":"m","stream":true,"stream_options":{"include_usage":true}})";
+  http::request<http::string_body> out =
+      UpstreamRequest(request, "/chat/completions", *upstream, plan);
+  EXPECT_EQ(out.method(), http::verb::post);
+  EXPECT_EQ(std::string(out.target()), "/v1/chat/completions");
+  EXPECT_EQ(out.version(), 11u);
+  EXPECT_EQ(std::string(out[http::field::host]), "api.example.com:8080");
+  EXPECT_EQ(std::string(out[http::field::authorization]), "Bearer k");
+  EXPECT_EQ(std::string(out[http::field::accept_encoding]), "identity");
+  EXPECT_EQ(out.count(http::field::expect), 0u);
+  EXPECT_EQ(out.count("X-Hop"), 0u);
+  EXPECT_EQ(out.body(), *plan.body);
+  EXPECT_EQ(std::string(out[http::field::content_length]), std::to_string(plan.body->size()));
+  EXPECT_TRUE(out.keep_alive());
+  // Without a rewrite the agent's body is moved, not copied.
+  http::request<http::string_body> get{http::verb::get, "/models", 11};
+  http::request<http::string_body> plain = UpstreamRequest(get, "/models", *upstream, {});
+  EXPECT_EQ(plain.count(http::field::content_length), 0u);  // no body, none declared
+}
+
+TEST(HttpMessage, OnlyTheAgentsPathPrefixIsServed) {
+  std::string_view target = "/kt-abc/v1/chat?x=1";
+  EXPECT_TRUE(StripPathPrefix("/kt-abc", target));
+  EXPECT_EQ(target, "/v1/chat?x=1");
+  target = "/kt-abc?x=1";
+  EXPECT_TRUE(StripPathPrefix("/kt-abc", target));
+  EXPECT_EQ(target, "?x=1");
+  target = "/kt-abc";
+  EXPECT_TRUE(StripPathPrefix("/kt-abc", target));
+  EXPECT_EQ(target, "");
+  target = "/kt-abcd/v1";
+  EXPECT_FALSE(StripPathPrefix("/kt-abc", target));
+  EXPECT_EQ(target, "/kt-abcd/v1");
+  target = "/v1/chat";
+  EXPECT_FALSE(StripPathPrefix("/kt-abc", target));
+  EXPECT_TRUE(StripPathPrefix("", target));  // an agent from before per-agent paths
+  EXPECT_EQ(target, "/v1/chat");
+}
+
+}  // namespace
+}  // namespace ktesio::daemon::metering
