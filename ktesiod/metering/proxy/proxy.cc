@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -94,6 +95,62 @@ struct ConnState {
   std::vector<char> relay_buffer;  // response body pieces, reused across requests
 };
 
+// Writes a response to the agent: whatever is pending (the head, until it has gone out), each
+// piece of the body framed for the agent (chunked or as is) and — when `last` — the terminating
+// chunk, one gathered write per piece. `on_first_write` runs before the first write (the
+// proxy's added latency ends there).
+class ClientWriter {
+ public:
+  ClientWriter(ConnState& conn, std::string head, bool chunked, std::chrono::milliseconds idle,
+               std::function<void()> on_first_write)
+      : conn_(conn),
+        pending_(std::move(head)),
+        chunked_(chunked),
+        idle_(idle),
+        on_first_write_(std::move(on_first_write)) {}
+
+  // False when the agent is gone.
+  asio::awaitable<bool> Write(std::string_view data, bool last) {
+    char size_line[24];
+    pieces_.clear();
+    if (!pending_.empty()) {
+      pieces_.push_back(asio::buffer(pending_));
+    }
+    if (!data.empty()) {
+      if (chunked_) {
+        const int n = std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
+        pieces_.push_back(asio::buffer(size_line, static_cast<size_t>(n)));
+      }
+      pieces_.push_back(asio::buffer(data.data(), data.size()));
+      if (chunked_) {
+        pieces_.push_back(asio::buffer("\r\n", 2));
+      }
+    }
+    if (last && chunked_) {
+      pieces_.push_back(asio::buffer("0\r\n\r\n", 5));
+    }
+    if (pieces_.empty()) {
+      co_return true;
+    }
+    if (on_first_write_) {
+      std::exchange(on_first_write_, nullptr)();
+    }
+    error_code ec;
+    conn_.client_idle.Touch(conn_.client, idle_);
+    co_await asio::async_write(conn_.client, pieces_, Await(ec));
+    pending_.clear();
+    co_return !ec;
+  }
+
+ private:
+  ConnState& conn_;
+  std::string pending_;
+  const bool chunked_;
+  const std::chrono::milliseconds idle_;
+  std::function<void()> on_first_write_;
+  std::vector<asio::const_buffer> pieces_;
+};
+
 // How one request/response exchange ended.
 enum class Exchange {
   kDone,        // response relayed completely
@@ -175,6 +232,16 @@ struct MeteringProxy::Impl {
 
   asio::awaitable<void> Accept(std::shared_ptr<Listener> listener);
   asio::awaitable<void> Serve(std::shared_ptr<Listener> listener, std::shared_ptr<ConnState> conn);
+  // Reads the agent's next request; nullopt when the connection is over (the agent left, or a
+  // malformed or oversized request got its 400/413/431 reply).
+  asio::awaitable<std::optional<http::request<http::string_body>>> ReadRequest(
+      ConnState& conn, beast::flat_buffer& buffer);
+  // Sends `out` upstream (once more on a fresh connection when a reused one turned out dead)
+  // and relays the response.
+  asio::awaitable<Exchange> Forward(Listener& listener, ConnState& conn,
+                                    http::request<http::string_body>& out, const RequestPlan& plan,
+                                    bool head_request, int client_version, bool& keep_alive,
+                                    std::chrono::steady_clock::time_point request_read);
   asio::awaitable<bool> Connect(const Upstream& upstream, UpstreamConn& up,
                                 const std::string& instance);
   template <class Stream>
@@ -494,7 +561,6 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   // The proxy's own time before the first byte: what it spent before the upstream write, plus
   // from the latest arrival from the provider to the first write to the agent.
   auto arrived = std::chrono::steady_clock::now();
-  bool first_written = false;
   auto& response = parser.get();
   const unsigned status = response.result_int();
   ResponseMeter meter(plan.shape, plan.injected, out.method() == http::verb::post);
@@ -518,42 +584,9 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   }
   std::string head =
       ResponseHead(response.base(), framing, parser.content_length().value_or(0), keep_alive);
-  // Writes whatever is pending (the head, until it has gone out), `data` framed for the client,
-  // and — when `last` — the terminating chunk: one gathered write per piece of the body.
-  std::string pending = std::move(head);
-  std::vector<asio::const_buffer> pieces;
-  auto flush = [&](std::string_view data, bool last) -> asio::awaitable<bool> {
-    char size_line[24];
-    pieces.clear();
-    if (!pending.empty()) {
-      pieces.push_back(asio::buffer(pending));
-    }
-    if (!data.empty()) {
-      if (chunked) {
-        const int n = std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
-        pieces.push_back(asio::buffer(size_line, static_cast<size_t>(n)));
-      }
-      pieces.push_back(asio::buffer(data.data(), data.size()));
-      if (chunked) {
-        pieces.push_back(asio::buffer("\r\n", 2));
-      }
-    }
-    if (last && chunked) {
-      pieces.push_back(asio::buffer("0\r\n\r\n", 5));
-    }
-    if (pieces.empty()) {
-      co_return true;
-    }
-    error_code write_ec;
-    if (!first_written) {
-      first_written = true;
-      ObserveAdded(instance, added_before + (std::chrono::steady_clock::now() - arrived));
-    }
-    conn.client_idle.Touch(conn.client, options.idle_timeout);
-    co_await asio::async_write(conn.client, pieces, Await(write_ec));
-    pending.clear();
-    co_return !write_ec;
-  };
+  ClientWriter writer(conn, std::move(head), chunked, options.idle_timeout, [&] {
+    ObserveAdded(instance, added_before + (std::chrono::steady_clock::now() - arrived));
+  });
   std::vector<char>& buffer = conn.relay_buffer;
   buffer.resize(kRelayBuffer);
   std::string forward;
@@ -564,7 +597,8 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   // A stream's head goes out at once (the agent is waiting for its first token); a plain body's
   // head goes out with the body's first bytes.
   // (When the first event already arrived with the head, both go out in one write below.)
-  if (((meter.streaming() && up.buffer.size() == 0) || done) && !co_await flush(forward, done)) {
+  if (((meter.streaming() && up.buffer.size() == 0) || done) &&
+      !co_await writer.Write(forward, done)) {
     co_return Exchange::kClientGone;
   }
   forward.clear();
@@ -595,7 +629,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       if (done) {
         meter.Finish(true, forward);
       }
-      if ((!forward.empty() || done) && !co_await flush(forward, done)) {
+      if ((!forward.empty() || done) && !co_await writer.Write(forward, done)) {
         if (!done) {
           meter.Finish(false, forward);
         }
@@ -619,7 +653,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       done = !ec && parser.is_done();
       if (done) {
         meter.Finish(true, forward);
-        if (!co_await flush(forward, true)) {
+        if (!co_await writer.Write(forward, true)) {
           Report(instance, plan, meter, status);
           co_return Exchange::kClientGone;
         }
@@ -630,7 +664,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       cut = true;
       CountError(instance, "cut");
       meter.Finish(false, forward);
-      co_await flush(forward, false);  // relay what came; no terminating chunk
+      co_await writer.Write(forward, false);  // relay what came; no terminating chunk
       break;
     }
   }
@@ -644,6 +678,87 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   co_return Exchange::kDone;
 }
 
+asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::Impl::ReadRequest(
+    ConnState& conn, beast::flat_buffer& buffer) {
+  error_code ec;
+  http::request_parser<http::string_body> parser;
+  parser.header_limit(kHeaderLimit);
+  parser.body_limit(options.max_request_bytes);
+  // A head must arrive within header_timeout: a client that opens and idles, or trickles its
+  // head, gives its descriptor back soon (the body may then take idle_timeout per silence).
+  conn.client.expires_after(options.header_timeout);
+  conn.client_idle.Reset();
+  co_await http::async_read_header(conn.client, buffer, parser, Await(ec));
+  conn.client_idle.Touch(conn.client, options.idle_timeout);
+  if (ec == http::error::body_limit) {  // a declared Content-Length over the cap
+    const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
+    co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    co_return std::nullopt;
+  }
+  if (ec) {
+    if (ec == http::error::header_limit) {
+      const std::string reply = FixedResponse(431, "Request Header Fields Too Large", "", false);
+      co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    } else if (ec != http::error::end_of_stream && ec != asio::error::eof &&
+               ec != asio::error::operation_aborted && ec != beast::error::timeout &&
+               ec != asio::error::connection_reset) {
+      const std::string reply = FixedResponse(400, "Bad Request", "", false);
+      co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    }
+    co_return std::nullopt;
+  }
+  const auto& head = parser.get();
+  if (beast::iequals(head[http::field::expect], "100-continue")) {
+    co_await asio::async_write(conn.client, asio::buffer("HTTP/1.1 100 Continue\r\n\r\n", 25),
+                               Await(ec));
+  }
+  co_await http::async_read(conn.client, buffer, parser, Await(ec));
+  if (ec == http::error::body_limit) {
+    const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
+    co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    co_return std::nullopt;
+  }
+  if (ec) {
+    if (ec != asio::error::eof && ec != http::error::end_of_stream &&
+        ec != asio::error::operation_aborted) {
+      const std::string reply = FixedResponse(400, "Bad Request", "", false);
+      co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    }
+    co_return std::nullopt;
+  }
+  co_return parser.release();
+}
+
+asio::awaitable<Exchange> MeteringProxy::Impl::Forward(
+    Listener& listener, ConnState& conn, http::request<http::string_body>& out,
+    const RequestPlan& plan, bool head_request, int client_version, bool& keep_alive,
+    std::chrono::steady_clock::time_point request_read) {
+  const std::shared_ptr<const Upstream> upstream = listener.upstream;
+  Exchange result = Exchange::kBadGateway;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool reused = conn.up.open();
+    auto before = std::chrono::steady_clock::now() - request_read;
+    if (!reused) {
+      if (!co_await Connect(*upstream, conn.up, listener.instance)) {
+        result = Exchange::kBadGateway;
+        break;
+      }
+    }
+    if (conn.up.tls) {
+      result = co_await Relay(*conn.up.tls, conn.up, conn, out, reused, plan, head_request,
+                              client_version, keep_alive, listener.instance, before);
+    } else {
+      result = co_await Relay(*conn.up.plain, conn.up, conn, out, reused, plan, head_request,
+                              client_version, keep_alive, listener.instance, before);
+    }
+    if (result != Exchange::kRetry) {
+      break;
+    }
+    conn.up.Reset();
+  }
+  co_return result;
+}
+
 asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> listener,
                                                  std::shared_ptr<ConnState> conn) {
   // Gives the admission back however the exchange ends (also when io destroys the frame).
@@ -655,53 +770,12 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
   beast::flat_buffer buffer;
   while (!listener->closed) {
     error_code ec;
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(kHeaderLimit);
-    parser.body_limit(options.max_request_bytes);
-    // A head must arrive within header_timeout: a client that opens and idles, or trickles its
-    // head, gives its descriptor back soon (the body may then take idle_timeout per silence).
-    conn->client.expires_after(options.header_timeout);
-    conn->client_idle.Reset();
-    co_await http::async_read_header(conn->client, buffer, parser, Await(ec));
-    conn->client_idle.Touch(conn->client, options.idle_timeout);
-    if (ec == http::error::body_limit) {  // a declared Content-Length over the cap
-      const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
-      co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
-      co_return;
-    }
-    if (ec) {
-      if (ec == http::error::header_limit) {
-        const std::string reply = FixedResponse(431, "Request Header Fields Too Large", "", false);
-        co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
-      } else if (ec != http::error::end_of_stream && ec != asio::error::eof &&
-                 ec != asio::error::operation_aborted && ec != beast::error::timeout &&
-                 ec != asio::error::connection_reset) {
-        const std::string reply = FixedResponse(400, "Bad Request", "", false);
-        co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
-      }
-      co_return;
-    }
-    const auto& head = parser.get();
-    if (beast::iequals(head[http::field::expect], "100-continue")) {
-      co_await asio::async_write(conn->client, asio::buffer("HTTP/1.1 100 Continue\r\n\r\n", 25),
-                                 Await(ec));
-    }
-    co_await http::async_read(conn->client, buffer, parser, Await(ec));
-    if (ec == http::error::body_limit) {
-      const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
-      co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
-      co_return;
-    }
-    if (ec) {
-      if (ec != asio::error::eof && ec != http::error::end_of_stream &&
-          ec != asio::error::operation_aborted) {
-        const std::string reply = FixedResponse(400, "Bad Request", "", false);
-        co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
-      }
+    std::optional<http::request<http::string_body>> read = co_await ReadRequest(*conn, buffer);
+    if (!read.has_value()) {
       co_return;
     }
     const auto request_read = std::chrono::steady_clock::now();
-    http::request<http::string_body> request = parser.release();
+    http::request<http::string_body>& request = *read;
     bool keep_alive = WantsKeepAlive(request.base());
     const std::string_view method(request.method_string().data(), request.method_string().size());
     std::string_view target(request.target().data(), request.target().size());
@@ -725,28 +799,8 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
     http::request<http::string_body> out = UpstreamRequest(request, target, *upstream, plan);
 
     const bool head_request = request.method() == http::verb::head;
-    Exchange result = Exchange::kBadGateway;
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      const bool reused = conn->up.open();
-      auto before = std::chrono::steady_clock::now() - request_read;
-      if (!reused) {
-        if (!co_await Connect(*upstream, conn->up, listener->instance)) {
-          result = Exchange::kBadGateway;
-          break;
-        }
-      }
-      if (conn->up.tls) {
-        result = co_await Relay(*conn->up.tls, conn->up, *conn, out, reused, plan, head_request,
-                                request.version(), keep_alive, listener->instance, before);
-      } else {
-        result = co_await Relay(*conn->up.plain, conn->up, *conn, out, reused, plan, head_request,
-                                request.version(), keep_alive, listener->instance, before);
-      }
-      if (result != Exchange::kRetry) {
-        break;
-      }
-      conn->up.Reset();
-    }
+    const Exchange result = co_await Forward(*listener, *conn, out, plan, head_request,
+                                             request.version(), keep_alive, request_read);
     if (listener->closed) {
       co_return;
     }
