@@ -109,29 +109,38 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
   EXPECT_EQ(out.body(), *plan.body);
   EXPECT_EQ(std::string(out[http::field::content_length]), std::to_string(plan.body->size()));
   EXPECT_TRUE(out.keep_alive());
-  // Without a rewrite the agent's body is moved, not copied.
+  // Without a rewrite the agent's own body goes; a request without one declares none.
+  http::request<http::string_body> own{http::verb::post, "/embeddings", 11};
+  own.body() = R"({"input":"x"})";
+  own.prepare_payload();
+  http::request<http::string_body> forwarded = UpstreamRequest(own, "/embeddings", *upstream, {});
+  EXPECT_EQ(forwarded.body(), R"({"input":"x"})");
+  EXPECT_EQ(std::string(forwarded[http::field::content_length]), "13");
   http::request<http::string_body> get{http::verb::get, "/models", 11};
   http::request<http::string_body> plain = UpstreamRequest(get, "/models", *upstream, {});
-  EXPECT_EQ(plain.count(http::field::content_length), 0u);  // no body, none declared
+  EXPECT_EQ(plain.count(http::field::content_length), 0u);
 }
 
 TEST(HttpMessage, OnlyTheAgentsPathPrefixIsServed) {
-  std::string_view target = "/kt-abc/v1/chat?x=1";
-  EXPECT_TRUE(StripPathPrefix("/kt-abc", target));
-  EXPECT_EQ(target, "/v1/chat?x=1");
-  target = "/kt-abc?x=1";
-  EXPECT_TRUE(StripPathPrefix("/kt-abc", target));
-  EXPECT_EQ(target, "?x=1");
-  target = "/kt-abc";
-  EXPECT_TRUE(StripPathPrefix("/kt-abc", target));
-  EXPECT_EQ(target, "");
-  target = "/kt-abcd/v1";
-  EXPECT_FALSE(StripPathPrefix("/kt-abc", target));
-  EXPECT_EQ(target, "/kt-abcd/v1");
-  target = "/v1/chat";
-  EXPECT_FALSE(StripPathPrefix("/kt-abc", target));
-  EXPECT_TRUE(StripPathPrefix("", target));  // an agent from before per-agent paths
-  EXPECT_EQ(target, "/v1/chat");
+  struct Case {
+    std::string prefix;
+    std::string_view target;
+    bool served;
+    std::string_view rest;  // the target below the prefix (unchanged when refused)
+  };
+  const Case cases[] = {
+      {"/kt-abc", "/kt-abc/v1/chat?x=1", true, "/v1/chat?x=1"},
+      {"/kt-abc", "/kt-abc?x=1", true, "?x=1"},
+      {"/kt-abc", "/kt-abc", true, ""},
+      {"/kt-abc", "/kt-abcd/v1", false, "/kt-abcd/v1"},
+      {"/kt-abc", "/v1/chat", false, "/v1/chat"},
+      {"", "/v1/chat", true, "/v1/chat"},  // an agent from before per-agent paths
+  };
+  for (const Case& c : cases) {
+    std::string_view target = c.target;
+    EXPECT_EQ(StripPathPrefix(c.prefix, target), c.served) << c.prefix << " " << c.target;
+    EXPECT_EQ(target, c.rest) << c.prefix << " " << c.target;
+  }
 }
 
 }  // namespace
