@@ -113,11 +113,16 @@ void CloseChildEnds(Plumbing* p) {
   }
 }
 
-void Handshake(const Options& o, const std::string& line) {
-  if (o.ready_fd >= 0) {
-    WriteOnce(o.ready_fd, line);  // The daemon may be gone already (EPIPE): not our problem.
-    close(o.ready_fd);
+// Writes the one handshake line. False only when nobody can read it any more (EPIPE): the
+// daemon that launched the shim died before it learned what the line says.
+bool Handshake(const Options& o, const std::string& line) {
+  if (o.ready_fd < 0) {
+    return true;
   }
+  const bool written = WriteOnce(o.ready_fd, line);
+  const bool reader_gone = !written && errno == EPIPE;
+  close(o.ready_fd);
+  return !reader_gone;
 }
 
 int SetupFailed(const Options& o, const std::string& error) {
@@ -176,7 +181,14 @@ int RunShim(const Options& o) {
   if (!WriteFileAtomic(o.run_dir, "agent.pid", std::to_string(spawn.pid) + "\n", false, &error)) {
     Report(error);  // The handshake still names the pid; keep supervising the running agent.
   }
-  Handshake(o, "started " + std::to_string(spawn.pid) + " " + std::to_string(getpid()) + "\n");
+  if (!Handshake(o,
+                 "started " + std::to_string(spawn.pid) + " " + std::to_string(getpid()) + "\n")) {
+    // The daemon commits an agent's spawn record only once it has read this line, so no daemon
+    // will ever know of (or re-adopt) this agent: it must not run on unsupervised. Its exit is
+    // captured and recorded as any other.
+    Report("the launching ktesiod is gone before the handshake; the unsupervised agent is killed");
+    kill(-spawn.pid, SIGKILL);
+  }
 
   CaptureConfig config;
   config.out_fd = p.out_read;

@@ -75,6 +75,22 @@ TEST(ShimRunTest, RecordsTheExitCode) {
   EXPECT_FALSE(ReadFile(dir.run_dir() + "/exit.tmp"));
 }
 
+// The daemon died between spawning the shim and reading its handshake: the spawn record was
+// never committed, so no daemon will re-adopt the agent. The shim kills it rather than let it
+// run on unsupervised (a restarted daemon would start a second copy), and records the exit.
+TEST(ShimRunTest, KillsTheAgentWhenTheLauncherIsGoneBeforeTheHandshake) {
+  TempDir dir;
+  ShimArgs args({kProbe, "--heartbeat-ms", "20"});
+  args.reader_gone = true;
+  ShimProcess shim(dir, args);
+  std::optional<int> status = shim.Wait();
+  ASSERT_TRUE(status) << "the shim (and its agent) ran on without a daemon";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+  EXPECT_EQ(Exit(dir), "signaled 9\n");
+  const pid_t agent = AgentPid(dir);
+  EXPECT_TRUE(WaitUntil([&] { return kill(agent, 0) != 0; })) << "agent " << agent << " alive";
+}
+
 TEST(ShimRunTest, RecordsTheSignal) {
   TempDir dir;
   ShimProcess shim(dir, {{kProbe, "--signal-after-ms", "20", "--signal", "SEGV"}});

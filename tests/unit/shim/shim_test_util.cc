@@ -80,6 +80,10 @@ ShimProcess::ShimProcess(const TempDir& dir, const ShimArgs& args) {
     ADD_FAILURE() << "pipe2 failed";
     return;
   }
+  if (args.reader_gone) {  // as when the launching daemon died before reading the handshake
+    close(ready[0]);
+    ready[0] = -1;
+  }
   pid_ = fork();
   if (pid_ == 0) {
     setsid();  // As the daemon does (it also double-forks; see DaemonDeathTest).

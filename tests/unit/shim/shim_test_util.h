@@ -45,6 +45,7 @@ struct ShimArgs {
   std::vector<std::string> flags;      // Before "--"; --run-dir, --log-dir, --cwd are added.
   std::vector<std::string> extra_env;  // "NAME=VALUE" added to the shim's environment.
   bool ready_fd;                       // Pass a pipe as --ready-fd 5.
+  bool reader_gone = false;            // ... whose read end is closed before the shim starts.
 };
 
 // The shim, started in its own session with a pipe as --ready-fd 5 (when requested).
