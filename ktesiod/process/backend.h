@@ -67,6 +67,16 @@ class ProcessBackend {
   // Reads the exit record the shim left in `run_dir`, if any.
   virtual std::optional<ExitRecord> ReadExit(const std::string& run_dir) = 0;
 
+  // The launch a daemon left unconfirmed in `run_dir`: it died after its shim had started the
+  // agent but before it committed the spawn record. The live shim named by the run dir's pid
+  // file (verified to be running that very run dir) and its agent (verified to be the shim's
+  // child); nullopt when there is none. The agent's identity is empty when the shim has not
+  // named one yet.
+  virtual std::optional<Launched> UnconfirmedLaunch(const std::string& run_dir) {
+    (void)run_dir;
+    return std::nullopt;
+  }
+
   // Sends `signal` to the process group led by `leader`. Errors: NOT_FOUND when the group is
   // gone, INTERNAL otherwise.
   virtual absl::Status SignalGroup(pid_t leader, int signal) = 0;

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -439,6 +440,48 @@ std::optional<ExitRecord> ShimBackend::ReadExit(const std::string& run_dir) {
     return std::nullopt;
   }
   return ParseExitRecord(*text);
+}
+
+std::optional<Launched> ShimBackend::UnconfirmedLaunch(const std::string& run_dir) {
+  auto pid_in = [&](const char* file) {
+    int pid = 0;
+    absl::StatusOr<std::string> text = fs::ReadFile(run_dir + "/" + file);
+    if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &pid) || pid <= 1) {
+      return pid_t{0};
+    }
+    return static_cast<pid_t>(pid);
+  };
+  const pid_t shim_pid = pid_in("shim.pid");
+  if (shim_pid == 0) {
+    return std::nullopt;
+  }
+  // Only a shim running this very run directory counts (a reused pid would not).
+  absl::StatusOr<std::string> cmdline = fs::ReadFile(absl::StrCat("/proc/", shim_pid, "/cmdline"));
+  std::string wanted = "--run-dir";
+  wanted += '\0';
+  wanted += run_dir;
+  wanted += '\0';
+  absl::StatusOr<int64_t> shim_start = ProcessStartTime(shim_pid);
+  if (!cmdline.ok() || cmdline->find(wanted) == std::string::npos || !shim_start.ok()) {
+    return std::nullopt;
+  }
+  Launched left;
+  left.shim = {shim_pid, *shim_start};
+  const pid_t agent_pid = pid_in("agent.pid");
+  absl::StatusOr<std::string> stat = fs::ReadFile(absl::StrCat("/proc/", agent_pid, "/stat"));
+  if (agent_pid != 0 && stat.ok()) {
+    // Field 4, after the parenthesised command (which may itself hold spaces and parentheses).
+    const size_t close = stat->rfind(')');
+    const std::vector<std::string> fields =
+        absl::StrSplit(stat->substr(close == std::string::npos ? 0 : close + 2), ' ');
+    int parent = 0;
+    absl::StatusOr<int64_t> agent_start = ProcessStartTime(agent_pid);
+    if (fields.size() > 1 && absl::SimpleAtoi(fields[1], &parent) && parent == shim_pid &&
+        agent_start.ok()) {
+      left.agent = {agent_pid, *agent_start};
+    }
+  }
+  return left;
 }
 
 absl::Status ShimBackend::SignalGroup(pid_t leader, int signal) {

@@ -42,6 +42,7 @@ class ShimBackend final : public ProcessBackend {
   void Launch(const LaunchSpec& spec, std::function<void(absl::StatusOr<Launched>)> done) override;
   bool WatchExit(const ProcessIdentity& shim, std::function<void()> on_exit) override;
   std::optional<ExitRecord> ReadExit(const std::string& run_dir) override;
+  std::optional<Launched> UnconfirmedLaunch(const std::string& run_dir) override;
   absl::Status SignalGroup(pid_t leader, int signal) override;
   bool GroupAlive(pid_t leader) override;
   bool IsAlive(const ProcessIdentity& identity) override;

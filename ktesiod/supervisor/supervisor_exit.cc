@@ -175,6 +175,26 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
     ApplyExit(row, std::nullopt, true, "the host rebooted since the agent was started");
     return;
   }
+  if (shim.pid == 0 && state == State::kStarting) {
+    // No spawn record: the previous daemon died while launching. A shim it spawned may be running
+    // the agent anyway; take it on rather than leave it unsupervised (the start would otherwise
+    // run a second copy).
+    if (std::optional<process::Launched> left = backend_.UnconfirmedLaunch(RunDir(row.home))) {
+      shim = left->shim;
+      agent = left->agent;
+      row.shim_pid = shim.pid;
+      row.shim_start_time = shim.start_time;
+      row.pid = agent.pid > 0 ? std::optional<int64_t>(agent.pid) : std::nullopt;
+      row.pid_start_time = agent.pid > 0 ? std::optional<int64_t>(agent.start_time) : std::nullopt;
+      row.boot_id = boot_id;
+      if (absl::Status status = store_.UpdateInstance(row); !status.ok()) {
+        log_->error("spawn record of an unconfirmed launch not committed instance={} error={}",
+                    row.name, std::string(status.message()));
+      }
+      log_->warn("unconfirmed launch found running instance={} shim={} pid={}", row.name, shim.pid,
+                 agent.pid);
+    }
+  }
   if (shim.pid > 0 && backend_.IsAlive(shim)) {
     const uint64_t generation = ++rt.generation;
     const std::string name = row.name;

@@ -137,6 +137,16 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
     return it->second;
   }
 
+  // The live process launched into `run_dir`, as a shim's pid files would name it.
+  std::optional<Launched> UnconfirmedLaunch(const std::string& run_dir) override {
+    for (const auto& [agent, proc] : procs_) {
+      if (proc.alive && proc.spec.run_dir == run_dir) {
+        return Launched{{agent, StartTime(agent)}, {agent + 1, StartTime(agent + 1)}};
+      }
+    }
+    return std::nullopt;
+  }
+
   absl::Status SignalGroup(pid_t leader, int signal) override {
     signals_.push_back({leader, signal});
     auto it = procs_.find(leader);

@@ -480,6 +480,34 @@ TEST_F(SupervisorTest, AReconcileReadoptsLiveAgentsAndRecordsExitsThatHappenedMe
   EXPECT_EQ(StateOf("alive"), "stopped");
 }
 
+// The daemon died after the shim had started the agent but before the spawn record was
+// committed: the next daemon finds the launch through the run dir and supervises it, rather than
+// leave it running unsupervised (and start a second copy).
+TEST_F(SupervisorTest, AReconcileTakesOnALaunchThePreviousDaemonNeverConfirmed) {
+  Register("a");
+  StartRunning("a");
+  const pid_t agent = backend_.last_agent();
+  store::InstanceRow row = Row("a");
+  row.state = "starting";
+  row.pid.reset();
+  row.pid_start_time.reset();
+  row.shim_pid.reset();
+  row.shim_start_time.reset();
+  ASSERT_TRUE(store_->UpdateInstance(row).ok());
+  backend_.DropWatches();
+  MakeSupervisor();
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_EQ(StateOf("a"), "running");
+  EXPECT_EQ(Row("a").pid.value_or(0), agent);
+  EXPECT_EQ(Row("a").shim_pid.value_or(0), agent + 1);
+  EXPECT_EQ(static_cast<int>(backend_.launches().size()), 1) << "a second copy was launched";
+  // Watched like any other: its exit is seen.
+  backend_.Exit(agent, {ExitRecord::Kind::kExited, 0});
+  Settle();
+  EXPECT_EQ(StateOf("a"), "stopped");
+}
+
 TEST_F(SupervisorTest, CommandsThatDoNotFitTheStateAreRefusedAndChangeNothing) {
   Register("a");
   Outcome stopped;
