@@ -19,24 +19,13 @@ namespace {
 
 constexpr double kDefaultTimeoutSeconds = 30;
 
-std::string JoinPath(const std::vector<std::string_view>& path) {
-  std::string out;
-  for (std::string_view word : path) {
-    if (!out.empty()) {
-      out += ' ';
-    }
-    out += word;
-  }
-  return out;
-}
-
 std::string HelpText() {
   std::string out =
       "usage: ktctl [--socket PATH] [--json] [--timeout SECS] COMMAND ...\n\n"
       "Drives a running ktesiod over its API socket. Global flags may appear anywhere.\n\n"
       "commands:\n";
   for (const Command& command : Commands()) {
-    std::string line = absl::StrCat("  ", JoinPath(command.path), " ", std::string(command.usage));
+    std::string line = absl::StrCat("  ", command.Usage());
     if (line.size() < 58) {
       line.append(58 - line.size(), ' ');
     } else {
@@ -83,7 +72,7 @@ std::string UnknownCommand(const std::vector<std::string>& words) {
     }
     const std::string given =
         absl::StrJoin(words.begin(), words.begin() + static_cast<long>(n), " ");
-    const std::string path = JoinPath(command.path);
+    const std::string path = command.Name();
     const size_t distance = contract::EditDistance(given, path);
     if (distance <= contract::SuggestionThreshold(path.size()) && distance < best) {
       best = distance;
@@ -120,10 +109,38 @@ int Context::Fail(const CallError& error) {
   return ReportError(global.json, error.reason, error.message, error.exit_code);
 }
 
-int Context::Usage(std::string_view message, std::string_view usage) {
+int Context::Usage(std::string_view message) {
   return ReportError(global.json, "USAGE",
-                     absl::StrCat(std::string(message), "\nusage: ktctl ", std::string(usage)),
+                     absl::StrCat(std::string(message), "\nusage: ktctl ",
+                                  command == nullptr ? "" : command->Usage()),
                      kExitUsage);
+}
+
+std::string Command::Name() const {
+  std::string out;
+  for (std::string_view word : path) {
+    out += out.empty() ? "" : " ";
+    out += word;
+  }
+  return out;
+}
+
+std::string Command::Usage() const {
+  const std::string synopsis = Synopsis(args);
+  return synopsis.empty() ? Name() : absl::StrCat(Name(), " ", synopsis);
+}
+
+std::string Command::Help() const {
+  std::string out = absl::StrCat("usage: ktctl ", Usage(), "\n\n", std::string(summary), "\n");
+  if (!args.empty()) {
+    out += "\narguments:\n";
+  }
+  for (const Arg& arg : args) {
+    std::string line = absl::StrCat("  ", ArgLabel(arg));
+    line += line.size() < 26 ? std::string(26 - line.size(), ' ') : "\n" + std::string(26, ' ');
+    absl::StrAppend(&out, line, std::string(arg.help), "\n");
+  }
+  return out;
 }
 
 const std::vector<Command>& Commands() {
@@ -182,12 +199,17 @@ int RunCli(const std::vector<std::string>& args) {
     return ReportError(ctx.global.json, "USAGE", UnknownCommand(words), kExitUsage);
   }
   if (ctx.global.help) {
-    Out(absl::StrCat("usage: ktctl ", JoinPath(best->path), " ", std::string(best->usage), "\n\n",
-                     std::string(best->summary), "\n"));
+    Out(best->Help());
     return kExitOk;
   }
-  std::vector<std::string> rest(words.begin() + static_cast<long>(best->path.size()), words.end());
-  return best->run(ctx, rest);
+  ctx.command = best;
+  const std::vector<std::string> rest(words.begin() + static_cast<long>(best->path.size()),
+                                      words.end());
+  absl::StatusOr<LocalArgs> local = ParseArgs(rest, best->args);
+  if (!local.ok()) {
+    return ctx.Usage(std::string(local.status().message()));
+  }
+  return best->run(ctx, *local);
 }
 
 }  // namespace ktesio::cli

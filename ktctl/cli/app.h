@@ -1,7 +1,9 @@
 #pragma once
 
-// ktctl's command table and dispatcher. Each command parses its own arguments, calls the API
-// with a deadline, renders, and returns an exit code (docs/exit-codes.md).
+// ktctl's command table and dispatcher. Each command declares its arguments once (cli/args.h);
+// the dispatcher parses them, and the command calls the API with a deadline, renders, and returns
+// an exit code (docs/exit-codes.md). `--help`, the completions and the man page read the same
+// table.
 
 #include <functional>
 #include <memory>
@@ -14,6 +16,8 @@
 
 namespace ktesio::cli {
 
+struct Command;
+
 struct Context {
   GlobalOptions global;
   std::string socket_path;
@@ -22,7 +26,9 @@ struct Context {
   // Reports a failed call (stderr or the JSON error document); returns its exit code.
   int Fail(const grpc::Status& status);
   int Fail(const CallError& error);
-  int Usage(std::string_view message, std::string_view usage);
+  // Reports a usage error of the running command: the message and the command's usage line.
+  int Usage(std::string_view message);
+  const Command* command = nullptr;  // the command being run
 
  private:
   std::unique_ptr<Client> client_;
@@ -30,9 +36,13 @@ struct Context {
 
 struct Command {
   std::vector<std::string_view> path;  // e.g. {"agent", "register"}
-  std::string_view usage;              // e.g. "NAME (--manifest DIR_OR_FILE | --kind BUILTIN)"
-  std::string_view summary;
-  std::function<int(Context&, const std::vector<std::string>&)> run;
+  std::string_view summary;            // one line for --help and the man page
+  std::vector<Arg> args;               // operands and flags, in usage order
+  std::function<int(Context&, const LocalArgs&)> run;
+
+  std::string Name() const;   // "agent register"
+  std::string Usage() const;  // "agent register NAME (--manifest DIR_OR_FILE | --kind BUILTIN)"
+  std::string Help() const;   // the usage line, the summary and one line per argument
 };
 
 // Every ktctl command, in help order.

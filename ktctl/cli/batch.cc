@@ -62,17 +62,28 @@ void WriteResult(contract::JsonWriter& json, v1::BatchVerb verb, const v1::Batch
 
 }  // namespace
 
-absl::StatusOr<Targets> TargetsFrom(const LocalArgs& local) {
+std::vector<Arg> TargetArgs(Arg::Need need, std::vector<Arg> more) {
+  Arg selector = kSelectorArg;
+  selector.need = need;
+  selector.group = 1;
+  selector.combinable = true;
+  std::vector<Arg> args = {
+      {.name = "NAME...",
+       .help = "one or more instance names",
+       .need = need,
+       .group = 1,
+       .combinable = true},
+      selector,
+      {.name = "--all", .help = "every registered instance", .need = need, .group = 1}};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+Targets TargetsFrom(const LocalArgs& local) {
   Targets targets;
   targets.names = local.positionals;
-  targets.selector = local.Value("--selector").value_or(local.Value("-l").value_or(""));
+  targets.selector = local.Value("--selector").value_or("");
   targets.all = local.Has("--all");
-  if (targets.all && (!targets.names.empty() || !targets.selector.empty())) {
-    return absl::InvalidArgumentError("--all takes no NAME and no --selector");
-  }
-  if (!targets.all && targets.names.empty() && targets.selector.empty()) {
-    return absl::InvalidArgumentError("missing NAME (or several, or --selector SEL, or --all)");
-  }
   return targets;
 }
 

@@ -21,13 +21,18 @@ struct Targets {
   bool Single() const { return names.size() == 1 && selector.empty() && !all; }
 };
 
-// The selection flags every per-instance verb accepts, for ParseLocal.
-inline const std::set<std::string> kSelectValueFlags = {"--selector", "-l"};
-inline const std::set<std::string> kSelectSwitchFlags = {"--all"};
+// --selector SEL (-l SEL): a label selector (docs/fleet-file.md#labels-and-selectors).
+inline constexpr Arg kSelectorArg{.name = "--selector",
+                                  .value = "SEL",
+                                  .help = "the instances whose labels match SEL (k=v,k!=v,...)",
+                                  .alias = "-l"};
 
-// Reads names and selection flags. Errors (a message for ctx.Usage): nothing selected, or
-// --all combined with names or a selector.
-absl::StatusOr<Targets> TargetsFrom(const LocalArgs& local);
+// The selection every per-instance verb accepts, "(NAME... | --selector SEL | --all)" (names and
+// a selector combine; --all stands alone), followed by the verb's own `more` arguments.
+std::vector<Arg> TargetArgs(Arg::Need need, std::vector<Arg> more = {});
+
+// The names and selection flags that ParseArgs accepted against TargetArgs.
+Targets TargetsFrom(const LocalArgs& local);
 
 // The lifecycle verb on many instances: one line per instance (JSON: an array of per-instance
 // results); exit code the worst of the instances' (docs/exit-codes.md).

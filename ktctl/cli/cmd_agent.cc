@@ -25,6 +25,13 @@
 namespace ktesio::cli {
 namespace {
 
+// `agent stop|restart --timeout SECS`: the command's own graceful window (not the global RPC
+// deadline, see ParseInvocation).
+constexpr Arg kStopTimeoutArg{
+    .name = "--timeout",
+    .value = "SECS",
+    .help = "graceful window before SIGKILL, 0..86400 (default: the daemon's stop_timeout_secs)"};
+
 std::string AbsolutePath(const std::string& path) {
   char resolved[PATH_MAX];
   if (realpath(path.c_str(), resolved) != nullptr) {
@@ -33,20 +40,11 @@ std::string AbsolutePath(const std::string& path) {
   return path;
 }
 
-int Register(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage =
-      "agent register NAME (--manifest DIR_OR_FILE | --kind BUILTIN)";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--manifest", "--kind"}, {}, 1, 1);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
-  std::optional<std::string> manifest = local->Value("--manifest");
-  std::optional<std::string> kind = local->Value("--kind");
-  if (manifest.has_value() == kind.has_value()) {
-    return ctx.Usage("give exactly one of --manifest or --kind", kUsage);
-  }
+int Register(Context& ctx, const LocalArgs& args) {
+  std::optional<std::string> manifest = args.Value("--manifest");
+  std::optional<std::string> kind = args.Value("--kind");  // exactly one: the syntax says so
   v1::RegisterAgentRequest request;
-  request.set_name(local->positionals[0]);
+  request.set_name(args.positionals[0]);
   if (kind.has_value()) {
     request.set_builtin_kind(*kind);
   } else {
@@ -81,24 +79,16 @@ int Register(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int List(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage =
-      "agent list [--selector SEL] [--show-labels] [-L KEY[,KEY...]]";
-  absl::StatusOr<LocalArgs> local =
-      ParseLocal(args, {"--selector", "-l", "-L", "--label-columns"}, {"--show-labels"}, 0, 0);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
+int List(Context& ctx, const LocalArgs& args) {
   ListOptions options;
-  options.show_labels = local->Has("--show-labels");
-  if (std::optional<std::string> keys =
-          local->Value("-L").has_value() ? local->Value("-L") : local->Value("--label-columns")) {
+  options.show_labels = args.Has("--show-labels");
+  if (std::optional<std::string> keys = args.Value("-L")) {
     for (absl::string_view key : absl::StrSplit(*keys, ',', absl::SkipEmpty())) {
       options.label_columns.emplace_back(key);
     }
   }
   v1::ListAgentsRequest request;
-  request.set_selector(local->Value("--selector").value_or(local->Value("-l").value_or("")));
+  request.set_selector(args.Value("--selector").value_or(""));
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
@@ -114,20 +104,15 @@ int List(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int Label(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "agent label NAME KEY=VALUE... KEY-...";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 2, SIZE_MAX);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
-  const std::vector<std::string> edits(local->positionals.begin() + 1, local->positionals.end());
+int Label(Context& ctx, const LocalArgs& args) {
+  const std::vector<std::string> edits(args.positionals.begin() + 1, args.positionals.end());
   absl::StatusOr<contract::LabelEdit> edit = contract::ParseLabelEdits(edits);
   if (!edit.ok()) {
     return ReportError(ctx.global.json, contract::ErrorReason(edit.status()),
                        std::string(edit.status().message()), kExitUsage);
   }
   v1::LabelAgentRequest request;
-  request.set_name(local->positionals[0]);
+  request.set_name(args.positionals[0]);
   request.mutable_set()->insert(edit->set.begin(), edit->set.end());
   for (const std::string& key : edit->remove) {
     request.add_remove(key);
@@ -157,18 +142,14 @@ int Label(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int Show(Context& ctx, const std::vector<std::string>& args) {
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), "agent show NAME");
-  }
+int Show(Context& ctx, const LocalArgs& args) {
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
     return code;
   }
   v1::GetAgentRequest request;
-  request.set_name(local->positionals[0]);
+  request.set_name(args.positionals[0]);
   v1::GetAgentResponse response;
   auto call = client->NewContext();
   grpc::Status status = client->agents().GetAgent(call.get(), request, &response);
@@ -179,26 +160,13 @@ int Show(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int Remove(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage =
-      "agent remove (NAME... | --selector SEL | --all) [--retain|--delete] [--force]";
-  absl::StatusOr<LocalArgs> local = ParseLocal(
-      args, kSelectValueFlags, {"--retain", "--delete", "--force", "--all"}, 0, SIZE_MAX);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
-  if (local->Has("--retain") && local->Has("--delete")) {
-    return ctx.Usage("--retain and --delete exclude each other", kUsage);
-  }
-  absl::StatusOr<Targets> targets = TargetsFrom(*local);
-  if (!targets.ok()) {
-    return ctx.Usage(std::string(targets.status().message()), kUsage);
-  }
-  if (!targets->Single()) {
+int Remove(Context& ctx, const LocalArgs& args) {
+  const Targets targets = TargetsFrom(args);
+  if (!targets.Single()) {
     BatchOptions options;
-    options.delete_home = local->Has("--delete");
-    options.force = local->Has("--force");
-    return RunBatch(ctx, v1::BATCH_VERB_REMOVE, *targets, options);
+    options.delete_home = args.Has("--delete");
+    options.force = args.Has("--force");
+    return RunBatch(ctx, v1::BATCH_VERB_REMOVE, targets, options);
   }
   int code = 0;
   Client* client = ctx.Connect(&code);
@@ -206,9 +174,9 @@ int Remove(Context& ctx, const std::vector<std::string>& args) {
     return code;
   }
   v1::RemoveAgentRequest request;
-  request.set_name(local->positionals[0]);
-  request.set_delete_home(local->Has("--delete"));
-  request.set_force(local->Has("--force"));
+  request.set_name(args.positionals[0]);
+  request.set_delete_home(args.Has("--delete"));
+  request.set_force(args.Has("--force"));
   v1::RemoveAgentResponse response;
   auto call = client->NewContext();
   grpc::Status status = client->agents().RemoveAgent(call.get(), request, &response);
@@ -247,25 +215,15 @@ int ReportInstance(Context& ctx, const v1::AgentInstance& instance, bool started
   return started && instance.state() == v1::AGENT_STATE_FAILED ? kExitGeneral : kExitOk;
 }
 
-// start / pause / resume: NAME only.
+// start / pause / resume: one instance, or many through one batch call.
 template <typename Request, typename Response>
-int Lifecycle(Context& ctx, const std::vector<std::string>& args, std::string_view verb,
+int Lifecycle(Context& ctx, const LocalArgs& args, std::string_view verb,
               grpc::Status (v1::AgentService::Stub::*rpc)(grpc::ClientContext*, const Request&,
                                                           Response*),
               v1::BatchVerb batch_verb) {
-  const std::string usage =
-      absl::StrCat("agent ", std::string(verb), " (NAME... | --selector SEL | --all)");
-  absl::StatusOr<LocalArgs> local =
-      ParseLocal(args, kSelectValueFlags, kSelectSwitchFlags, 0, SIZE_MAX);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), usage);
-  }
-  absl::StatusOr<Targets> targets = TargetsFrom(*local);
-  if (!targets.ok()) {
-    return ctx.Usage(std::string(targets.status().message()), usage);
-  }
-  if (!targets->Single()) {
-    return RunBatch(ctx, batch_verb, *targets, {});
+  const Targets targets = TargetsFrom(args);
+  if (!targets.Single()) {
+    return RunBatch(ctx, batch_verb, targets, {});
   }
   int code = 0;
   Client* client = ctx.Connect(&code);
@@ -273,7 +231,7 @@ int Lifecycle(Context& ctx, const std::vector<std::string>& args, std::string_vi
     return code;
   }
   Request request;
-  request.set_name(local->positionals[0]);
+  request.set_name(args.positionals[0]);
   Response response;
   auto call = client->NewContext();
   grpc::Status status = (client->agents().*rpc)(call.get(), request, &response);
@@ -334,41 +292,31 @@ int StopAll(Context& ctx, std::optional<uint32_t> window) {
 // stop / restart: NAME [--timeout SECS] (the graceful window before SIGKILL); stop also takes
 // --all instead of NAME.
 template <typename Request, typename Response>
-int Stopping(Context& ctx, const std::vector<std::string>& args, std::string_view verb,
+int Stopping(Context& ctx, const LocalArgs& args, std::string_view verb,
              grpc::Status (v1::AgentService::Stub::*rpc)(grpc::ClientContext*, const Request&,
                                                          Response*)) {
   const bool stop = verb == "stop";
-  const std::string usage = absl::StrCat("agent ", std::string(verb),
-                                         " (NAME... | --selector SEL | --all) [--timeout SECS]");
-  absl::StatusOr<LocalArgs> local =
-      ParseLocal(args, {"--timeout", "--selector", "-l"}, kSelectSwitchFlags, 0, SIZE_MAX);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), usage);
-  }
-  absl::StatusOr<Targets> targets = TargetsFrom(*local);
-  if (!targets.ok()) {
-    return ctx.Usage(std::string(targets.status().message()), usage);
-  }
-  const bool all = local->Has("--all");
+  const Targets targets = TargetsFrom(args);
+  const bool all = targets.all;
   std::optional<uint32_t> window;
-  if (std::optional<std::string> timeout = local->Value("--timeout")) {
+  if (std::optional<std::string> timeout = args.Value("--timeout")) {
     uint32_t seconds = 0;
     if (!absl::SimpleAtoi(*timeout, &seconds) || seconds > 86400) {
       return ctx.Usage(
-          absl::StrCat("--timeout must be whole seconds 0..86400, got '", *timeout, "'"), usage);
+          absl::StrCat("--timeout must be whole seconds 0..86400, got '", *timeout, "'"));
     }
     window = seconds;
   }
   if (all && stop) {
     return StopAll(ctx, window);  // the fleet stop: every running or paused instance
   }
-  if (!targets->Single()) {
+  if (!targets.Single()) {
     BatchOptions options;
     options.timeout_seconds = window;
-    return RunBatch(ctx, stop ? v1::BATCH_VERB_STOP : v1::BATCH_VERB_RESTART, *targets, options);
+    return RunBatch(ctx, stop ? v1::BATCH_VERB_STOP : v1::BATCH_VERB_RESTART, targets, options);
   }
   Request request;
-  request.set_name(local->positionals[0]);
+  request.set_name(args.positionals[0]);
   if (window.has_value()) {
     request.set_timeout_seconds(*window);
   }
@@ -387,29 +335,21 @@ int Stopping(Context& ctx, const std::vector<std::string>& args, std::string_vie
   return ReportInstance(ctx, response.instance(), verb == "restart");
 }
 
-int Send(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "agent send NAME (TEXT | --stdin)";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {"--stdin"}, 1, 2);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
+int Send(Context& ctx, const LocalArgs& args) {
   v1::SendInputRequest request;
-  request.set_name(local->positionals[0]);
-  if (local->Has("--stdin") == (local->positionals.size() == 2)) {
-    return ctx.Usage("give either TEXT or --stdin", kUsage);
-  }
-  if (local->Has("--stdin")) {
+  request.set_name(args.positionals[0]);
+  if (args.Has("--stdin")) {  // TEXT or --stdin, exactly one: the syntax says so
     std::string line;
     std::getline(std::cin, line);
     request.set_text(line);
   } else {
-    request.set_text(local->positionals[1]);
+    request.set_text(args.positionals[1]);
   }
   if (request.text().find('\n') != std::string::npos) {
-    return ctx.Usage("TEXT must be one line", kUsage);
+    return ctx.Usage("TEXT must be one line");
   }
   if (std::optional<size_t> bad = contract::FirstInvalidUtf8(request.text())) {
-    return ctx.Usage(absl::StrCat("TEXT is not valid UTF-8 (byte ", *bad, ")"), kUsage);
+    return ctx.Usage(absl::StrCat("TEXT is not valid UTF-8 (byte ", *bad, ")"));
   }
   int code = 0;
   Client* client = ctx.Connect(&code);
@@ -436,57 +376,89 @@ int Send(Context& ctx, const std::vector<std::string>& args) {
 void AddAgentCommands(std::vector<Command>& commands) {
   using Stub = v1::AgentService::Stub;
   commands.push_back({{"agent", "register"},
-                      "NAME (--manifest DIR_OR_FILE | --kind BUILTIN)",
                       "register an Agent Instance from an adapter.toml or a builtin kind",
+                      {{.name = "NAME", .help = "the new instance's name", .need = Arg::kRequired},
+                       {.name = "--manifest",
+                        .value = "DIR_OR_FILE",
+                        .help = "an adapter.toml, or a directory holding one",
+                        .need = Arg::kRequired,
+                        .group = 1},
+                       {.name = "--kind",
+                        .value = "BUILTIN",
+                        .help = "a builtin adapter kind (ktctl daemon status lists them)",
+                        .need = Arg::kRequired,
+                        .group = 1}},
                       Register});
-  commands.push_back({{"agent", "list"},
-                      "[--selector SEL] [--show-labels] [-L KEY[,KEY...]]",
-                      "every instance (or those a label selector matches) with state, budget, "
-                      "usage; labels on request",
-                      List});
+  commands.push_back(
+      {{"agent", "list"},
+       "every instance (or those a label selector matches) with state, budget, usage; labels on "
+       "request",
+       {kSelectorArg,
+        {.name = "--show-labels", .help = "add a LABELS column (JSON: always present)"},
+        {.name = "-L",
+         .value = "KEY[,KEY...]",
+         .help = "add one column per label key",
+         .alias = "--label-columns"}},
+       List});
   commands.push_back({{"agent", "label"},
-                      "NAME KEY=VALUE... KEY-...",
                       "set (KEY=VALUE) and remove (KEY-) labels of an instance",
+                      {{.name = "NAME", .help = "the instance", .need = Arg::kRequired},
+                       {.name = "KEY=VALUE|KEY-...",
+                        .help = "labels to set (KEY=VALUE) and to remove (KEY-)",
+                        .need = Arg::kRequired}},
                       Label});
-  commands.push_back({{"agent", "show"}, "NAME", "one instance in detail", Show});
+  commands.push_back({{"agent", "show"},
+                      "one instance in detail",
+                      {{.name = "NAME", .help = "the instance", .need = Arg::kRequired}},
+                      Show});
   commands.push_back({{"agent", "start"},
-                      "(NAME... | --selector SEL | --all)",
                       "start; returns once running or failed (several at once, concurrently)",
-                      [](Context& c, const std::vector<std::string>& a) {
+                      TargetArgs(Arg::kRequired),
+                      [](Context& c, const LocalArgs& a) {
                         return Lifecycle(c, a, "start", &Stub::StartAgent, v1::BATCH_VERB_START);
                       }});
-  commands.push_back({{"agent", "stop"},
-                      "(NAME... | --selector SEL | --all) [--timeout SECS]",
-                      "stop: graceful, then SIGKILL to the whole group after SECS (default: the "
-                      "daemon's stop_timeout_secs, 30); --all stops every running or paused agent "
-                      "at once",
-                      [](Context& c, const std::vector<std::string>& a) {
-                        return Stopping(c, a, "stop", &Stub::StopAgent);
-                      }});
+  commands.push_back(
+      {{"agent", "stop"},
+       "stop: graceful, then SIGKILL to the whole group after SECS (default: the daemon's "
+       "stop_timeout_secs, 30); --all stops every running or paused agent at once",
+       TargetArgs(Arg::kRequired, {kStopTimeoutArg}),
+       [](Context& c, const LocalArgs& a) { return Stopping(c, a, "stop", &Stub::StopAgent); }});
   commands.push_back({{"agent", "restart"},
-                      "(NAME... | --selector SEL | --all) [--timeout SECS]",
                       "stop then start",
-                      [](Context& c, const std::vector<std::string>& a) {
+                      TargetArgs(Arg::kRequired, {kStopTimeoutArg}),
+                      [](Context& c, const LocalArgs& a) {
                         return Stopping(c, a, "restart", &Stub::RestartAgent);
                       }});
   commands.push_back({{"agent", "pause"},
-                      "(NAME... | --selector SEL | --all)",
                       "freeze per the declared pause capability",
-                      [](Context& c, const std::vector<std::string>& a) {
+                      TargetArgs(Arg::kRequired),
+                      [](Context& c, const LocalArgs& a) {
                         return Lifecycle(c, a, "pause", &Stub::PauseAgent, v1::BATCH_VERB_PAUSE);
                       }});
   commands.push_back({{"agent", "resume"},
-                      "(NAME... | --selector SEL | --all)",
                       "resume a paused instance",
-                      [](Context& c, const std::vector<std::string>& a) {
+                      TargetArgs(Arg::kRequired),
+                      [](Context& c, const LocalArgs& a) {
                         return Lifecycle(c, a, "resume", &Stub::ResumeAgent, v1::BATCH_VERB_RESUME);
                       }});
   commands.push_back(
-      {{"agent", "send"}, "NAME (TEXT | --stdin)", "write one line to the agent's stdin", Send});
-  commands.push_back({{"agent", "remove"},
-                      "(NAME... | --selector SEL | --all) [--retain|--delete] [--force]",
-                      "unregister; retain (default) or delete the Agent Home",
-                      Remove});
+      {{"agent", "send"},
+       "write one line to the agent's stdin",
+       {{.name = "NAME", .help = "the instance", .need = Arg::kRequired},
+        {.name = "TEXT", .help = "the line to write", .need = Arg::kRequired, .group = 1},
+        {.name = "--stdin",
+         .help = "read the line from stdin instead",
+         .need = Arg::kRequired,
+         .group = 1}},
+       Send});
+  commands.push_back(
+      {{"agent", "remove"},
+       "unregister; retain (default) or delete the Agent Home",
+       TargetArgs(Arg::kRequired,
+                  {{.name = "--retain", .help = "keep the Agent Home (the default)", .group = 2},
+                   {.name = "--delete", .help = "delete the Agent Home", .group = 2},
+                   {.name = "--force", .help = "stop a running or paused instance first"}}),
+       Remove});
 }
 
 }  // namespace ktesio::cli

@@ -1,7 +1,6 @@
 // ktctl completion bash|zsh|fish: shell completion generated from the command table itself, so
 // it can never drift from the commands ktctl really has.
 
-#include <cctype>
 #include <map>
 #include <set>
 
@@ -30,35 +29,22 @@ std::map<std::string, std::set<std::string>> Tree() {
   return tree;
 }
 
-// Each command's own flags, taken from its usage line ("(NAME | --all) [--timeout SECS]" ->
-// --all --timeout), keyed by the command's path ("agent stop").
+// Each command's own flags (every spelling), from the command table, keyed by the command's path
+// ("agent stop").
 std::map<std::string, std::set<std::string>> CommandFlags() {
   std::map<std::string, std::set<std::string>> flags;
   for (const Command& command : Commands()) {
     std::set<std::string> found;
-    const std::string_view usage = command.usage;
-    for (size_t i = 0; i < usage.size(); ++i) {
-      const bool starts =
-          usage[i] == '-' && (i == 0 || usage[i - 1] == ' ' || usage[i - 1] == '[' ||
-                              usage[i - 1] == '(' || usage[i - 1] == '|');
-      if (!starts) {
-        continue;
+    for (const Arg& arg : command.args) {
+      if (arg.IsFlag()) {
+        found.emplace(arg.name);
+        if (!arg.alias.empty()) {
+          found.emplace(arg.alias);
+        }
       }
-      size_t end = i;
-      while (end < usage.size() && (usage[end] == '-' || std::islower(usage[end]) != 0)) {
-        ++end;
-      }
-      if (end > i + 1 && usage[end - 1] != '-') {
-        found.insert(std::string(usage.substr(i, end - i)));
-      }
-      i = end;
     }
     if (!found.empty()) {
-      std::string path;
-      for (std::string_view word : command.path) {
-        absl::StrAppend(&path, path.empty() ? "" : " ", std::string(word));
-      }
-      flags[path] = std::move(found);
+      flags[command.Name()] = std::move(found);
     }
   }
   return flags;
@@ -125,12 +111,8 @@ std::string Fish() {
   return out;
 }
 
-int Completion(Context& ctx, const std::vector<std::string>& args) {
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), "completion bash|zsh|fish");
-  }
-  const std::string& shell = local->positionals[0];
+int Completion(Context& ctx, const LocalArgs& args) {
+  const std::string& shell = args.positionals[0];
   if (shell == "bash") {
     Out(Bash());
   } else if (shell == "zsh") {
@@ -138,7 +120,7 @@ int Completion(Context& ctx, const std::vector<std::string>& args) {
   } else if (shell == "fish") {
     Out(Fish());
   } else {
-    return ctx.Usage(absl::StrCat("unknown shell '", shell, "'"), "completion bash|zsh|fish");
+    return ctx.Usage(absl::StrCat("unknown shell '", shell, "'"));
   }
   return kExitOk;
 }
@@ -146,10 +128,11 @@ int Completion(Context& ctx, const std::vector<std::string>& args) {
 }  // namespace
 
 void AddCompletionCommands(std::vector<Command>& commands) {
-  commands.push_back({{"completion"},
-                      "bash|zsh|fish",
-                      "print a shell completion script (source it from your shell's rc file)",
-                      Completion});
+  commands.push_back(
+      {{"completion"},
+       "print a shell completion script (source it from your shell's rc file)",
+       {{.name = "bash|zsh|fish", .help = "the shell to complete for", .need = Arg::kRequired}},
+       Completion});
 }
 
 }  // namespace ktesio::cli

@@ -23,20 +23,16 @@ void PrintNotices(const google::protobuf::RepeatedPtrField<std::string>& notices
   }
 }
 
-int ConfigSet(Context& ctx, const std::vector<std::string>& args) {
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 3, 3);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), "agent config set NAME KEY VALUE");
-  }
+int ConfigSet(Context& ctx, const LocalArgs& args) {
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
     return code;
   }
   v1::SetConfigRequest request;
-  request.set_name(local->positionals[0]);
-  request.set_key(local->positionals[1]);
-  request.set_value(local->positionals[2]);
+  request.set_name(args.positionals[0]);
+  request.set_key(args.positionals[1]);
+  request.set_value(args.positionals[2]);
   v1::SetConfigResponse response;
   auto call = client->NewContext();
   grpc::Status status = client->config().SetConfig(call.get(), request, &response);
@@ -57,23 +53,18 @@ int ConfigSet(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int ConfigGet(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "agent config get NAME [KEY] [--reveal]";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {"--reveal"}, 1, 2);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
+int ConfigGet(Context& ctx, const LocalArgs& args) {
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
     return code;
   }
   v1::GetConfigRequest request;
-  request.set_name(local->positionals[0]);
-  if (local->positionals.size() == 2) {
-    request.set_key(local->positionals[1]);
+  request.set_name(args.positionals[0]);
+  if (args.positionals.size() == 2) {
+    request.set_key(args.positionals[1]);
   }
-  request.set_reveal(local->Has("--reveal"));
+  request.set_reveal(args.Has("--reveal"));
   v1::GetConfigResponse response;
   auto call = client->NewContext();
   grpc::Status status = client->config().GetConfig(call.get(), request, &response);
@@ -106,19 +97,15 @@ int ConfigGet(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int ConfigUnset(Context& ctx, const std::vector<std::string>& args) {
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 2, 2);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), "agent config unset NAME KEY");
-  }
+int ConfigUnset(Context& ctx, const LocalArgs& args) {
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
     return code;
   }
   v1::UnsetConfigRequest request;
-  request.set_name(local->positionals[0]);
-  request.set_key(local->positionals[1]);
+  request.set_name(args.positionals[0]);
+  request.set_key(args.positionals[1]);
   v1::UnsetConfigResponse response;
   auto call = client->NewContext();
   grpc::Status status = client->config().UnsetConfig(call.get(), request, &response);
@@ -136,14 +123,9 @@ int ConfigUnset(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int SecretSet(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "secret set NAME [--from-file PATH]  (value on stdin)";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--from-file"}, {}, 1, 1);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
+int SecretSet(Context& ctx, const LocalArgs& args) {
   std::string value;
-  if (std::optional<std::string> path = local->Value("--from-file")) {
+  if (std::optional<std::string> path = args.Value("--from-file")) {
     std::ifstream file(*path, std::ios::binary);
     if (!file) {
       return ReportError(ctx.global.json, "IO_ERROR", absl::StrCat("cannot read ", *path),
@@ -162,8 +144,7 @@ int SecretSet(Context& ctx, const std::vector<std::string>& args) {
   }
   if (std::optional<size_t> bad = contract::FirstInvalidUtf8(value)) {
     return ctx.Usage(
-        absl::StrCat("the secret value is not valid UTF-8 (byte ", *bad, "); secrets are text"),
-        kUsage);
+        absl::StrCat("the secret value is not valid UTF-8 (byte ", *bad, "); secrets are text"));
   }
   // One trailing newline is how shells and editors end a value, not part of it.
   if (!value.empty() && value.back() == '\n') {
@@ -178,7 +159,7 @@ int SecretSet(Context& ctx, const std::vector<std::string>& args) {
     return code;
   }
   v1::SetSecretRequest request;
-  request.set_name(local->positionals[0]);
+  request.set_name(args.positionals[0]);
   request.set_value(value);
   v1::SetSecretResponse response;
   auto call = client->NewContext();
@@ -198,11 +179,7 @@ int SecretSet(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int SecretList(Context& ctx, const std::vector<std::string>& args) {
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 0, 0);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), "secret list");
-  }
+int SecretList(Context& ctx, const LocalArgs& /*args*/) {
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
@@ -233,18 +210,14 @@ int SecretList(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int SecretRemove(Context& ctx, const std::vector<std::string>& args) {
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), "secret rm NAME");
-  }
+int SecretRemove(Context& ctx, const LocalArgs& args) {
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
     return code;
   }
   v1::RemoveSecretRequest request;
-  request.set_name(local->positionals[0]);
+  request.set_name(args.positionals[0]);
   v1::RemoveSecretResponse response;
   auto call = client->NewContext();
   grpc::Status status = client->secrets().RemoveSecret(call.get(), request, &response);
@@ -260,15 +233,10 @@ int SecretRemove(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int MemoryAttach(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "agent memory attach NAME --kind filesystem|native";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--kind"}, {}, 1, 1);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
-  std::optional<std::string> kind = local->Value("--kind");
+int MemoryAttach(Context& ctx, const LocalArgs& args) {
+  std::optional<std::string> kind = args.Value("--kind");
   v1::AttachMemoryRequest request;
-  request.set_name(local->positionals[0]);
+  request.set_name(args.positionals[0]);
   if (kind == "filesystem") {
     request.set_kind(v1::MEMORY_KIND_FILESYSTEM);
   } else if (kind == "native") {
@@ -309,18 +277,14 @@ int MemoryAttach(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int MemoryDetach(Context& ctx, const std::vector<std::string>& args) {
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), "agent memory detach NAME");
-  }
+int MemoryDetach(Context& ctx, const LocalArgs& args) {
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
     return code;
   }
   v1::DetachMemoryRequest request;
-  request.set_name(local->positionals[0]);
+  request.set_name(args.positionals[0]);
   v1::DetachMemoryResponse response;
   auto call = client->NewContext();
   grpc::Status status = client->agents().DetachMemory(call.get(), request, &response);
@@ -341,32 +305,50 @@ int MemoryDetach(Context& ctx, const std::vector<std::string>& args) {
 }  // namespace
 
 void AddConfigCommands(std::vector<Command>& commands) {
-  commands.push_back({{"agent", "config", "set"},
-                      "NAME KEY VALUE",
-                      "validate and set one key in the instance layer",
-                      ConfigSet});
-  commands.push_back({{"agent", "config", "get"},
-                      "NAME [KEY] [--reveal]",
-                      "effective config with each value's source layer",
-                      ConfigGet});
+  constexpr Arg kName{.name = "NAME", .help = "the instance", .need = Arg::kRequired};
+  commands.push_back(
+      {{"agent", "config", "set"},
+       "validate and set one key in the instance layer",
+       {kName,
+        {.name = "KEY", .help = "a key the adapter declares", .need = Arg::kRequired},
+        {.name = "VALUE",
+         .help = "the value (secret:NAME refers to a stored secret)",
+         .need = Arg::kRequired}},
+       ConfigSet});
+  commands.push_back(
+      {{"agent", "config", "get"},
+       "effective config with each value's source layer",
+       {kName,
+        {.name = "KEY", .help = "only this key"},
+        {.name = "--reveal", .help = "show secret values instead of redacting them"}},
+       ConfigGet});
   commands.push_back({{"agent", "config", "unset"},
-                      "NAME KEY",
                       "remove one key from the instance layer",
+                      {kName, {.name = "KEY", .help = "the key to remove", .need = Arg::kRequired}},
                       ConfigUnset});
   commands.push_back({{"agent", "memory", "attach"},
-                      "NAME --kind filesystem|native",
                       "attach a Memory Backing (registered, stopped or failed only)",
+                      {kName,
+                       {.name = "--kind",
+                        .value = "filesystem|native",
+                        .help = "the backing kind",
+                        .need = Arg::kRequired}},
                       MemoryAttach});
   commands.push_back({{"agent", "memory", "detach"},
-                      "NAME",
                       "detach the Memory Backing (metadata only)",
+                      {kName},
                       MemoryDetach});
-  commands.push_back({{"secret", "set"},
-                      "NAME [--from-file PATH]",
-                      "store a secret; the value is read from stdin, never from argv",
-                      SecretSet});
-  commands.push_back({{"secret", "list"}, "", "secret names (never values)", SecretList});
-  commands.push_back({{"secret", "rm"}, "NAME", "remove a secret", SecretRemove});
+  commands.push_back(
+      {{"secret", "set"},
+       "store a secret; the value is read from stdin, never from argv",
+       {{.name = "NAME", .help = "the secret's name", .need = Arg::kRequired},
+        {.name = "--from-file", .value = "PATH", .help = "read the value from PATH instead"}},
+       SecretSet});
+  commands.push_back({{"secret", "list"}, "secret names (never values)", {}, SecretList});
+  commands.push_back({{"secret", "rm"},
+                      "remove a secret",
+                      {{.name = "NAME", .help = "the secret's name", .need = Arg::kRequired}},
+                      SecretRemove});
 }
 
 }  // namespace ktesio::cli

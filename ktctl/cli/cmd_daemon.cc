@@ -16,12 +16,7 @@
 namespace ktesio::cli {
 namespace {
 
-int DaemonStatus(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "daemon status";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 0, 0);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
+int DaemonStatus(Context& ctx, const LocalArgs& /*args*/) {
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
@@ -39,13 +34,8 @@ int DaemonStatus(Context& ctx, const std::vector<std::string>& args) {
 
 // Streams a consistent copy of the daemon's store into FILE (written to FILE.partial, fsynced,
 // renamed: a failed or interrupted backup never leaves a FILE that looks complete).
-int DaemonBackup(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "daemon backup FILE";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
-  const std::string file = local->positionals[0];
+int DaemonBackup(Context& ctx, const LocalArgs& args) {
+  const std::string file = args.positionals[0];
   if (access(file.c_str(), F_OK) == 0) {
     return ctx.Fail(CallError{
         "ALREADY_EXISTS", absl::StrCat(file, " already exists; choose another name or remove it"),
@@ -126,13 +116,14 @@ int DaemonBackup(Context& ctx, const std::vector<std::string>& args) {
 
 void AddDaemonCommands(std::vector<Command>& commands) {
   commands.push_back({{"daemon", "status"},
-                      "",
                       "daemon version, API and contract versions, uptime, paths, instance counts",
+                      {},
                       DaemonStatus});
-  commands.push_back({{"daemon", "backup"},
-                      "FILE",
-                      "write a consistent copy of the daemon's store to FILE (while it runs)",
-                      DaemonBackup});
+  commands.push_back(
+      {{"daemon", "backup"},
+       "write a consistent copy of the daemon's store to FILE (while it runs)",
+       {{.name = "FILE", .help = "the copy to write; must not exist yet", .need = Arg::kRequired}},
+       DaemonBackup});
 }
 
 }  // namespace ktesio::cli

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/app.h"
+#include "cli/batch.h"
 #include "cli/exit_codes.h"
 #include "cli/fleet_files.h"
 #include "cli/output.h"
@@ -22,29 +23,6 @@ namespace {
 std::string ActionName(int action) {
   const std::string& name = v1::PlanAction_Name(static_cast<v1::PlanAction>(action));
   return absl::AsciiStrToLower(name.substr(std::string_view("PLAN_ACTION_").size()));
-}
-
-// Pulls every `-f PATH` / `--filename PATH` / `-f=PATH` out of `args` (ParseLocal keeps one
-// value per flag; apply takes several).
-std::vector<std::string> TakeFiles(std::vector<std::string>* args, std::string* error) {
-  std::vector<std::string> files;
-  std::vector<std::string> rest;
-  for (size_t i = 0; i < args->size(); ++i) {
-    const std::string& arg = (*args)[i];
-    if (arg == "-f" || arg == "--filename") {
-      if (i + 1 >= args->size()) {
-        *error = absl::StrCat(arg, " needs a FILE or DIR");
-        return {};
-      }
-      files.push_back((*args)[++i]);
-    } else if (arg.starts_with("--filename=") || arg.starts_with("-f=")) {
-      files.push_back(arg.substr(arg.find('=') + 1));
-    } else {
-      rest.push_back(arg);
-    }
-  }
-  *args = std::move(rest);
-  return files;
 }
 
 void WriteStep(contract::JsonWriter& json, const v1::PlanStep& step) {
@@ -185,32 +163,16 @@ int ReportProblems(Context& ctx, Client& client, v1::ApplyFleetRequest request,
                      kExitUsage);
 }
 
-int RunApply(Context& ctx, std::vector<std::string> args, bool diff) {
-  const std::string usage =
-      diff ? "diff -f FILE|DIR [--prune]"
-           : "apply -f FILE|DIR [-f ...] [--dry-run] [--prune] [--recreate] [--stop-timeout SECS]";
-  std::string error;
-  std::vector<std::string> files = TakeFiles(&args, &error);
-  if (!error.empty()) {
-    return ctx.Usage(error, usage);
-  }
-  absl::StatusOr<LocalArgs> local =
-      diff ? ParseLocal(args, {}, {"--prune"}, 0, 0)
-           : ParseLocal(args, {"--stop-timeout"}, {"--dry-run", "--prune", "--recreate"}, 0, 0);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), usage);
-  }
-  if (files.empty()) {
-    return ctx.Usage("missing -f FILE|DIR", usage);
-  }
+int RunApply(Context& ctx, const LocalArgs& args, bool diff) {
+  const std::vector<std::string> files = args.Values("-f");
   v1::ApplyFleetRequest request;
-  request.set_dry_run(diff || local->Has("--dry-run"));
-  request.set_prune(local->Has("--prune"));
-  request.set_recreate(local->Has("--recreate"));
-  if (std::optional<std::string> window = local->Value("--stop-timeout")) {
+  request.set_dry_run(diff || args.Has("--dry-run"));
+  request.set_prune(args.Has("--prune"));
+  request.set_recreate(args.Has("--recreate"));
+  if (std::optional<std::string> window = args.Value("--stop-timeout")) {
     uint32_t seconds = 0;
     if (!absl::SimpleAtoi(*window, &seconds) || seconds > 86400) {
-      return ctx.Usage(absl::StrCat("--stop-timeout must be whole seconds 0..86400"), usage);
+      return ctx.Usage(absl::StrCat("--stop-timeout must be whole seconds 0..86400"));
     }
     request.set_timeout_seconds(seconds);
   }
@@ -243,15 +205,10 @@ int RunApply(Context& ctx, std::vector<std::string> args, bool diff) {
   return StepsExitCode(response);
 }
 
-int Export(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "export [--selector SEL] [--name FLEET]";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {"--selector", "-l", "--name"}, {}, 0, 0);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
+int Export(Context& ctx, const LocalArgs& args) {
   v1::ExportFleetRequest request;
-  request.set_selector(local->Value("--selector").value_or(local->Value("-l").value_or("")));
-  request.set_name(local->Value("--name").value_or(""));
+  request.set_selector(args.Value("--selector").value_or(""));
+  request.set_name(args.Value("--name").value_or(""));
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
@@ -277,21 +234,38 @@ int Export(Context& ctx, const std::vector<std::string>& args) {
 }  // namespace
 
 void AddFleetCommands(std::vector<Command>& commands) {
+  constexpr Arg kFiles{.name = "-f",
+                       .value = "FILE|DIR",
+                       .help = "a fleet file, or a directory of them (*.toml); repeatable",
+                       .need = Arg::kRequired,
+                       .alias = "--filename",
+                       .repeatable = true};
+  constexpr Arg kPrune{
+      .name = "--prune",
+      .help = "also remove instances a fleet owns that its file no longer declares"};
   commands.push_back(
       {{"apply"},
-       "-f FILE|DIR [-f ...] [--dry-run] [--prune] [--recreate] [--stop-timeout SECS]",
        "make the host's instances what fleet files declare (plan, then carry it out); a second "
        "apply changes nothing",
-       [](Context& c, const std::vector<std::string>& a) { return RunApply(c, a, false); }});
+       {kFiles,
+        {.name = "--dry-run", .help = "print the plan only (as diff does)"},
+        kPrune,
+        {.name = "--recreate",
+         .help = "replace an instance whose adapter changed (keeps its home)"},
+        {.name = "--stop-timeout",
+         .value = "SECS",
+         .help = "graceful window of the stops apply makes, 0..86400"}},
+       [](Context& c, const LocalArgs& a) { return RunApply(c, a, false); }});
   commands.push_back(
       {{"diff"},
-       "-f FILE|DIR [--prune]",
        "the plan apply would carry out; exit 0 when nothing would change, 1 when something would",
-       [](Context& c, const std::vector<std::string>& a) { return RunApply(c, a, true); }});
-  commands.push_back({{"export"},
-                      "[--selector SEL] [--name FLEET]",
-                      "the current instances as a fleet file (secrets as secret:NAME references)",
-                      Export});
+       {kFiles, kPrune},
+       [](Context& c, const LocalArgs& a) { return RunApply(c, a, true); }});
+  commands.push_back(
+      {{"export"},
+       "the current instances as a fleet file (secrets as secret:NAME references)",
+       {kSelectorArg, {.name = "--name", .value = "FLEET", .help = "the fleet's name in the file"}},
+       Export});
 }
 
 }  // namespace ktesio::cli

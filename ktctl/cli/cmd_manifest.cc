@@ -17,13 +17,8 @@
 namespace ktesio::cli {
 namespace {
 
-int Lint(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "manifest lint DIR_OR_FILE";
-  absl::StatusOr<LocalArgs> local = ParseLocal(args, {}, {}, 1, 1);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
-  absl::StatusOr<ManifestText> text = ReadManifestFile(local->positionals[0]);
+int Lint(Context& ctx, const LocalArgs& args) {
+  absl::StatusOr<ManifestText> text = ReadManifestFile(args.positionals[0]);
   if (!text.ok()) {
     return ReportError(ctx.global.json, contract::ErrorReason(text.status()),
                        std::string(text.status().message()), kExitGeneral);
@@ -53,8 +48,10 @@ int Lint(Context& ctx, const std::vector<std::string>& args) {
 
 void AddManifestCommands(std::vector<Command>& commands) {
   commands.push_back({{"manifest", "lint"},
-                      "DIR_OR_FILE",
                       "validate an adapter.toml offline (exit 0 valid, 1 invalid)",
+                      {{.name = "DIR_OR_FILE",
+                        .help = "an adapter.toml, or a directory holding one",
+                        .need = Arg::kRequired}},
                       Lint});
 }
 

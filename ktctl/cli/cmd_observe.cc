@@ -141,42 +141,29 @@ int FollowMany(Context& ctx, Client& client, const v1::LogFilter& filter,
   return worst;
 }
 
-int Logs(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage =
-      "agent logs (NAME... | --selector SEL | --all) [-f] [--tail N] [--since T] "
-      "[--stream out|err|engine]";
-  absl::StatusOr<LocalArgs> local =
-      ParseLocal(args, {"--tail", "--since", "--stream", "--selector", "-l"},
-                 {"-f", "--follow", "--all"}, 0, SIZE_MAX);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
-  absl::StatusOr<Targets> targets = TargetsFrom(*local);
-  if (!targets.ok()) {
-    return ctx.Usage(std::string(targets.status().message()), kUsage);
-  }
+int Logs(Context& ctx, const LocalArgs& args) {
+  const Targets targets = TargetsFrom(args);
   v1::LogFilter filter;
-  if (targets->Single()) {
-    filter.set_name(targets->names[0]);
+  if (targets.Single()) {
+    filter.set_name(targets.names[0]);
   }
-  if (std::optional<std::string> tail = local->Value("--tail")) {
+  if (std::optional<std::string> tail = args.Value("--tail")) {
     uint32_t n = 0;
     if (!absl::SimpleAtoi(*tail, &n)) {
-      return ctx.Usage(absl::StrCat("--tail takes a line count, got '", *tail, "'"), kUsage);
+      return ctx.Usage(absl::StrCat("--tail takes a line count, got '", *tail, "'"));
     }
     filter.set_tail(n);
     filter.set_no_retained(n == 0);  // like tail -n 0: nothing retained, only what follows
   }
-  if (std::optional<std::string> since = local->Value("--since")) {
+  if (std::optional<std::string> since = args.Value("--since")) {
     std::optional<int64_t> ms = ParseSince(*since);
     if (!ms.has_value()) {
-      return ctx.Usage(
-          absl::StrCat("--since takes an RFC 3339 time or a duration like 10m, got '", *since, "'"),
-          kUsage);
+      return ctx.Usage(absl::StrCat("--since takes an RFC 3339 time or a duration like 10m, got '",
+                                    *since, "'"));
     }
     filter.set_since_unix_ms(*ms);
   }
-  if (std::optional<std::string> stream = local->Value("--stream")) {
+  if (std::optional<std::string> stream = args.Value("--stream")) {
     if (*stream == "out") {
       filter.set_stream(v1::LOG_STREAM_AGENT_OUT);
     } else if (*stream == "err") {
@@ -184,7 +171,7 @@ int Logs(Context& ctx, const std::vector<std::string>& args) {
     } else if (*stream == "engine") {
       filter.set_stream(v1::LOG_STREAM_ENGINE);
     } else {
-      return ctx.Usage(absl::StrCat("--stream is out, err or engine, got '", *stream, "'"), kUsage);
+      return ctx.Usage(absl::StrCat("--stream is out, err or engine, got '", *stream, "'"));
     }
   }
   int code = 0;
@@ -192,9 +179,9 @@ int Logs(Context& ctx, const std::vector<std::string>& args) {
   if (client == nullptr) {
     return code;
   }
-  const bool follow = local->Has("-f") || local->Has("--follow");
-  if (!targets->Single()) {
-    std::optional<std::vector<std::string>> names = ResolveNames(ctx, *client, *targets, &code);
+  const bool follow = args.Has("-f");
+  if (!targets.Single()) {
+    std::optional<std::vector<std::string>> names = ResolveNames(ctx, *client, targets, &code);
     if (!names.has_value()) {
       return code;
     }
@@ -244,28 +231,18 @@ std::string EventLine(const v1::Event& event) {
   return line;
 }
 
-int Events(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage =
-      "events [--instance NAME | --selector SEL] [--since CURSOR] [--audit]";
-  absl::StatusOr<LocalArgs> local =
-      ParseLocal(args, {"--instance", "--since", "--selector", "-l"}, {"--audit"}, 0, 0);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
+int Events(Context& ctx, const LocalArgs& args) {
   v1::SubscribeEventsRequest request;
-  if (std::optional<std::string> since = local->Value("--since")) {
+  if (std::optional<std::string> since = args.Value("--since")) {
     uint64_t cursor = 0;
     if (!absl::SimpleAtoi(*since, &cursor)) {
-      return ctx.Usage(absl::StrCat("--since takes a cursor number, got '", *since, "'"), kUsage);
+      return ctx.Usage(absl::StrCat("--since takes a cursor number, got '", *since, "'"));
     }
     request.set_since_cursor(cursor);
   }
-  request.set_instance(local->Value("--instance").value_or(""));
-  request.set_audit(local->Has("--audit"));
-  const std::string selector = local->Value("--selector").value_or(local->Value("-l").value_or(""));
-  if (!selector.empty() && !request.instance().empty()) {
-    return ctx.Usage("--instance and --selector exclude each other", kUsage);
-  }
+  request.set_instance(args.Value("--instance").value_or(""));
+  request.set_audit(args.Has("--audit"));
+  const std::string selector = args.Value("--selector").value_or("");
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
@@ -359,25 +336,15 @@ int UsageMany(Context& ctx, Client& client, const std::vector<std::string>& name
   return worst;
 }
 
-int Usage(Context& ctx, const std::vector<std::string>& args) {
-  constexpr std::string_view kUsage = "agent usage [NAME... | --selector SEL | --all]";
-  absl::StatusOr<LocalArgs> local =
-      ParseLocal(args, kSelectValueFlags, kSelectSwitchFlags, 0, SIZE_MAX);
-  if (!local.ok()) {
-    return ctx.Usage(std::string(local.status().message()), kUsage);
-  }
+int Usage(Context& ctx, const LocalArgs& args) {
   int code = 0;
-  if (local->positionals.size() > 1 || local->Has("--all") || local->Value("--selector") ||
-      local->Value("-l")) {
-    absl::StatusOr<Targets> targets = TargetsFrom(*local);
-    if (!targets.ok()) {
-      return ctx.Usage(std::string(targets.status().message()), kUsage);
-    }
+  if (args.positionals.size() > 1 || args.Has("--all") || args.Value("--selector")) {
+    const Targets targets = TargetsFrom(args);
     Client* client = ctx.Connect(&code);
     if (client == nullptr) {
       return code;
     }
-    std::optional<std::vector<std::string>> names = ResolveNames(ctx, *client, *targets, &code);
+    std::optional<std::vector<std::string>> names = ResolveNames(ctx, *client, targets, &code);
     return names.has_value() ? UsageMany(ctx, *client, *names) : code;
   }
   Client* client = ctx.Connect(&code);
@@ -385,8 +352,8 @@ int Usage(Context& ctx, const std::vector<std::string>& args) {
     return code;
   }
   v1::GetUsageRequest request;
-  if (!local->positionals.empty()) {
-    request.set_name(local->positionals[0]);
+  if (!args.positionals.empty()) {
+    request.set_name(args.positionals[0]);
   }
   v1::GetUsageResponse response;
   auto call = client->NewContext();
@@ -429,26 +396,44 @@ int Usage(Context& ctx, const std::vector<std::string>& args) {
 
 }  // namespace
 
+// The arguments of `agent logs` and its alias `logs`.
+std::vector<Arg> LogsArgs() {
+  return TargetArgs(
+      Arg::kRequired,
+      {{.name = "-f",
+        .help = "follow live output until the agent leaves running",
+        .alias = "--follow"},
+       {.name = "--tail", .value = "N", .help = "only the last N retained lines (0: none)"},
+       {.name = "--since",
+        .value = "T",
+        .help = "lines from T on: an RFC 3339 time or a duration ago (10m, 2h)"},
+       {.name = "--stream", .value = "out|err|engine", .help = "only one stream"}});
+}
+
 void AddObserveCommands(std::vector<Command>& commands) {
   commands.push_back({{"agent", "logs"},
-                      "(NAME... | --selector SEL | --all) [-f] [--tail N] [--since T] "
-                      "[--stream out|err|engine]",
                       "retained output; -f follows live output until the agent leaves running "
                       "(several instances: interleaved, each line prefixed with its name)",
+                      LogsArgs(),
                       Logs});
-  commands.push_back({{"logs"},
-                      "(NAME... | --selector SEL | --all) [-f] [--tail N] [--since T] "
-                      "[--stream out|err|engine]",
-                      "the same as `agent logs` (as in `docker compose logs`)",
-                      Logs});
+  commands.push_back(
+      {{"logs"}, "the same as `agent logs` (as in `docker compose logs`)", LogsArgs(), Logs});
   commands.push_back({{"agent", "usage"},
-                      "[NAME... | --selector SEL | --all]",
                       "token usage of one instance, of several (one line each), or the Fleet",
+                      TargetArgs(Arg::kOptional),
                       Usage});
-  commands.push_back({{"events"},
-                      "[--instance NAME | --selector SEL] [--since CURSOR] [--audit]",
-                      "the event stream, resumable from a cursor; --audit: the audit trail instead",
-                      Events});
+  Arg selector = kSelectorArg;
+  selector.group = 1;
+  commands.push_back(
+      {{"events"},
+       "the event stream, resumable from a cursor; --audit: the audit trail instead",
+       {{.name = "--instance", .value = "NAME", .help = "only this instance's events", .group = 1},
+        selector,
+        {.name = "--since",
+         .value = "CURSOR",
+         .help = "resume after this cursor (0: from the start)"},
+        {.name = "--audit", .help = "the audit trail of API calls instead of events"}},
+       Events});
 }
 
 }  // namespace ktesio::cli

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/app.h"
+#include "cli/batch.h"
 #include "cli/exit_codes.h"
 #include "cli/output.h"
 #include "cli/top_io.h"
@@ -28,7 +29,6 @@
 namespace ktesio::cli {
 namespace {
 
-constexpr std::string_view kUsage = "top [--selector SEL] [--sort COL] [--interval SECS] [--once]";
 constexpr double kMinLiveInterval = 0.5;
 constexpr int64_t kEventRefreshDelayMs = 150;  // lets a burst of transitions settle
 constexpr int64_t kMinPollSpacingMs = 500;     // event-driven refreshes never come faster
@@ -64,16 +64,11 @@ bool Utf8Locale() {
   return false;
 }
 
-absl::StatusOr<TopOptions> ParseOptions(const std::vector<std::string>& args) {
-  absl::StatusOr<LocalArgs> local =
-      ParseLocal(args, {"--selector", "--sort", "--interval"}, {"--once"}, 0, 0);
-  if (!local.ok()) {
-    return local.status();
-  }
+absl::StatusOr<TopOptions> ParseOptions(const LocalArgs& args) {
   TopOptions options;
-  options.selector = local->Value("--selector").value_or("");
-  options.once = local->Has("--once");
-  if (std::optional<std::string> sort = local->Value("--sort")) {
+  options.selector = args.Value("--selector").value_or("");
+  options.once = args.Has("--once");
+  if (std::optional<std::string> sort = args.Value("--sort")) {
     std::optional<top::SortKey> key = top::ParseSortKey(*sort);
     if (!key.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -81,7 +76,7 @@ absl::StatusOr<TopOptions> ParseOptions(const std::vector<std::string>& args) {
     }
     options.sort = *key;
   }
-  if (std::optional<std::string> text = local->Value("--interval")) {
+  if (std::optional<std::string> text = args.Value("--interval")) {
     double seconds = 0;
     if (!absl::SimpleAtod(*text, &seconds) || !(seconds >= 0) || seconds > 3600) {
       return absl::InvalidArgumentError(
@@ -390,15 +385,15 @@ int Live(Context& ctx, Client& client, const TopOptions& options) {
   return failure.has_value() ? ctx.Fail(*failure) : code;
 }
 
-int Top(Context& ctx, const std::vector<std::string>& args) {
+int Top(Context& ctx, const LocalArgs& args) {
   absl::StatusOr<TopOptions> options = ParseOptions(args);
   if (!options.ok()) {
-    return ctx.Usage(std::string(options.status().message()), kUsage);
+    return ctx.Usage(std::string(options.status().message()));
   }
   const bool live =
       !options->once && !ctx.global.json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
   if (live && options->interval.value_or(2.0) < kMinLiveInterval) {
-    return ctx.Usage("--interval is at least 0.5 seconds for the live view", kUsage);
+    return ctx.Usage("--interval is at least 0.5 seconds for the live view");
   }
   int code = kExitOk;
   Client* client = ctx.Connect(&code);
@@ -411,10 +406,18 @@ int Top(Context& ctx, const std::vector<std::string>& args) {
 }  // namespace
 
 void AddTopCommands(std::vector<Command>& commands) {
-  commands.push_back({{"top"},
-                      kUsage.substr(4),
-                      "live full-screen view of every agent: state, CPU, memory, tokens, spend",
-                      Top});
+  commands.push_back(
+      {{"top"},
+       "live full-screen view of every agent: state, CPU, memory, tokens, spend",
+       {kSelectorArg,
+        {.name = "--sort",
+         .value = "COL",
+         .help = "name, state, cpu, mem, restarts, tok/min or spend (default name)"},
+        {.name = "--interval",
+         .value = "SECS",
+         .help = "stats poll interval (default 2 live, at least 0.5; 1 one-shot)"},
+        {.name = "--once", .help = "print one text snapshot and exit (also when not a terminal)"}},
+       Top});
 }
 
 }  // namespace ktesio::cli

@@ -1,5 +1,6 @@
 // Generates the man pages from the same definitions the programs use: ktctl.1 from ktctl's
-// command table (usage and summary of every command, as `ktctl --help` prints them) and
+// command table (usage, summary and arguments of every command, as `ktctl CMD --help` prints
+// them) and
 // ktesiod.8 from the daemon's usage text. Usage: ktesio-mangen OUT_DIR
 
 #include <cstdio>
@@ -43,14 +44,12 @@ std::string Ktctl() {
                      "Unix socket. Global flags may appear anywhere on the line.\n"
                      ".SH COMMANDS\n";
   for (const ktesio::cli::Command& command : ktesio::cli::Commands()) {
-    std::string path;
-    for (std::string_view word : command.path) {
-      path += (path.empty() ? "" : " ") + std::string(word);
+    page += ".TP\n.B " + Roff(command.Usage()) + "\n" + Roff(command.summary) + "\n";
+    for (const ktesio::cli::Arg& arg : command.args) {
+      page +=
+          ".br\n\\fB" + Roff(ktesio::cli::ArgLabel(arg)) + "\\fR \\(em " + Roff(arg.help) + "\n";
     }
-    page += ".TP\n.B " + Roff(path) + (command.usage.empty() ? "" : " " + Roff(command.usage)) +
-            "\n" + Roff(command.summary) + "\n";
   }
-  page += ".TP\n.B completion bash|zsh|fish\nPrint a shell completion script.\n";
   page +=
       ".SH ENVIRONMENT\n.TP\n.B KTESIO_SOCKET\nThe daemon's socket when \\-\\-socket is not "
       "given.\n"

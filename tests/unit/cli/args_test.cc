@@ -42,20 +42,90 @@ TEST(Invocation, DoubleDashStopsGlobalParsing) {
   EXPECT_FALSE(inv->global.json);
 }
 
-TEST(LocalArgs, FlagsAndPositionals) {
-  auto local = ParseLocal({"name", "--kind", "mock", "--force"}, {"--kind"}, {"--force"}, 1, 1);
-  ASSERT_TRUE(local.ok());
-  EXPECT_EQ(local->positionals, std::vector<std::string>{"name"});
-  EXPECT_EQ(local->Value("--kind"), "mock");
+// A syntax like `agent remove`: targets (names and a selector combine, --all stands alone), an
+// optional pair of alternatives and a plain switch.
+const std::vector<Arg> kRemoveLike = {
+    {.name = "NAME...", .need = Arg::kRequired, .group = 1, .combinable = true},
+    {.name = "--selector",
+     .value = "SEL",
+     .need = Arg::kRequired,
+     .group = 1,
+     .combinable = true,
+     .alias = "-l"},
+    {.name = "--all", .need = Arg::kRequired, .group = 1},
+    {.name = "--retain", .group = 2},
+    {.name = "--delete", .group = 2},
+    {.name = "--force"}};
+
+std::string ErrorOf(const std::vector<std::string>& args, const std::vector<Arg>& syntax) {
+  absl::StatusOr<LocalArgs> local = ParseArgs(args, syntax);
+  return local.ok() ? "ok" : std::string(local.status().message());
+}
+
+TEST(ParseArgs, FlagsOperandsAndAliases) {
+  auto local = ParseArgs({"a", "-l", "team=x", "b", "--force"}, kRemoveLike);
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(local->positionals, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(local->Value("--selector"), "team=x");  // stored under the declared name
+  EXPECT_FALSE(local->Value("-l").has_value());
   EXPECT_TRUE(local->Has("--force"));
-  EXPECT_FALSE(ParseLocal({"--nope"}, {}, {}, 0, 1).ok());
-  EXPECT_FALSE(ParseLocal({}, {}, {}, 1, 1).ok());
-  EXPECT_FALSE(ParseLocal({"a", "b"}, {}, {}, 1, 1).ok());
-  EXPECT_FALSE(ParseLocal({"--kind"}, {"--kind"}, {}, 0, 0).ok());
-  EXPECT_FALSE(ParseLocal({"--force=yes"}, {}, {"--force"}, 0, 0).ok());
-  auto dashed = ParseLocal({"x", "--", "-text"}, {}, {}, 2, 2);
+  EXPECT_FALSE(local->Has("--all"));
+  auto inline_value = ParseArgs({"--selector=a=b"}, kRemoveLike);
+  ASSERT_TRUE(inline_value.ok());
+  EXPECT_EQ(inline_value->Value("--selector"), "a=b");
+}
+
+TEST(ParseArgs, RefusesWhatTheSyntaxDoesNotAllow) {
+  EXPECT_EQ(ErrorOf({"a", "--nope"}, kRemoveLike), "unknown flag '--nope'");
+  EXPECT_EQ(ErrorOf({"a", "--force=yes"}, kRemoveLike), "--force takes no value");
+  EXPECT_EQ(ErrorOf({"--selector"}, kRemoveLike), "--selector needs a value (SEL)");
+  EXPECT_EQ(ErrorOf({"-l", ""}, kRemoveLike), "-l needs a non-empty value (SEL)");
+  EXPECT_EQ(ErrorOf({}, kRemoveLike), "give NAME..., --selector SEL or --all");
+  EXPECT_EQ(ErrorOf({"a", "--all"}, kRemoveLike), "NAME... and --all exclude each other");
+  EXPECT_EQ(ErrorOf({"-l", "x", "--all"}, kRemoveLike), "--selector and --all exclude each other");
+  EXPECT_EQ(ErrorOf({"a", "--retain", "--delete"}, kRemoveLike),
+            "--retain and --delete exclude each other");
+  EXPECT_EQ(ErrorOf({"--all"}, kRemoveLike), "ok");
+}
+
+TEST(ParseArgs, OperandsInOrderAndAlternativesToAFlag) {
+  const std::vector<Arg> send = {{.name = "NAME", .need = Arg::kRequired},
+                                 {.name = "TEXT", .need = Arg::kRequired, .group = 1},
+                                 {.name = "--stdin", .need = Arg::kRequired, .group = 1}};
+  EXPECT_EQ(ErrorOf({"x", "hello"}, send), "ok");
+  EXPECT_EQ(ErrorOf({"x", "--stdin"}, send), "ok");
+  EXPECT_EQ(ErrorOf({"--stdin"}, send), "missing NAME");
+  EXPECT_EQ(ErrorOf({"x"}, send), "give TEXT or --stdin");
+  EXPECT_EQ(ErrorOf({"x", "hello", "--stdin"}, send), "TEXT and --stdin exclude each other");
+  EXPECT_EQ(ErrorOf({"x", "hello", "extra"}, send), "unexpected argument 'extra'");
+  auto dashed = ParseArgs({"x", "--", "-text"}, send);  // `--` ends the flags
   ASSERT_TRUE(dashed.ok());
   EXPECT_EQ(dashed->positionals[1], "-text");
+}
+
+TEST(ParseArgs, ARepeatableFlagKeepsEveryValue) {
+  const std::vector<Arg> apply = {{.name = "-f",
+                                   .value = "FILE",
+                                   .need = Arg::kRequired,
+                                   .alias = "--filename",
+                                   .repeatable = true}};
+  auto local = ParseArgs({"-f", "a.toml", "--filename=b", "-f=c"}, apply);
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(local->Values("-f"), (std::vector<std::string>{"a.toml", "b", "c"}));
+  EXPECT_EQ(ErrorOf({}, apply), "missing -f FILE");
+}
+
+TEST(Synopsis, RendersOperandsFlagsAndAlternatives) {
+  EXPECT_EQ(Synopsis(kRemoveLike),
+            "(NAME... | --selector SEL | --all) [--retain | --delete] [--force]");
+  const std::vector<Arg> get = {
+      {.name = "NAME", .need = Arg::kRequired}, {.name = "KEY"}, {.name = "--reveal"}};
+  EXPECT_EQ(Synopsis(get), "NAME [KEY] [--reveal]");
+  const std::vector<Arg> apply = {
+      {.name = "-f", .value = "FILE|DIR", .need = Arg::kRequired, .repeatable = true},
+      {.name = "--stop-timeout", .value = "SECS"}};
+  EXPECT_EQ(Synopsis(apply), "-f FILE|DIR [-f ...] [--stop-timeout SECS]");
+  EXPECT_EQ(ArgLabel(kRemoveLike[1]), "--selector, -l SEL");
 }
 
 }  // namespace
