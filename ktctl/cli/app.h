@@ -13,6 +13,7 @@
 
 #include "cli/args.h"
 #include "cli/client.h"
+#include "cli/exit_codes.h"
 
 namespace ktesio::cli {
 
@@ -26,6 +27,21 @@ struct Context {
   // Reports a failed call (stderr or the JSON error document); returns its exit code.
   int Fail(const grpc::Status& status);
   int Fail(const CallError& error);
+  // One unary call with the default deadline, connecting first. Returns kExitOk, or the exit code
+  // of the failure it reported.
+  template <typename Stub, typename Request, typename Response>
+  int Call(Stub& (Client::*service)(),
+           grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
+           const Request& request, Response* response) {
+    int code = kExitOk;
+    Client* client = Connect(&code);
+    if (client == nullptr) {
+      return code;
+    }
+    std::unique_ptr<grpc::ClientContext> call = client->NewContext();
+    const grpc::Status status = ((client->*service)().*rpc)(call.get(), request, response);
+    return status.ok() ? kExitOk : Fail(status);
+  }
   // Reports a usage error of the running command: the message and the command's usage line.
   int Usage(std::string_view message);
   const Command* command = nullptr;  // the command being run

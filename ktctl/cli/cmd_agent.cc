@@ -58,16 +58,11 @@ int Register(Context& ctx, const LocalArgs& args) {
     request.mutable_manifest()->set_path(AbsolutePath(text->path));
     request.mutable_manifest()->set_content(std::move(text->content));
   }
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::RegisterAgentResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->agents().RegisterAgent(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::agents, &v1::AgentService::Stub::RegisterAgent, request, &response);
+      code != kExitOk) {
+    return code;
   }
   if (ctx.global.json) {
     Out(ShowDocument(response.instance()));
@@ -89,16 +84,11 @@ int List(Context& ctx, const LocalArgs& args) {
   }
   v1::ListAgentsRequest request;
   request.set_selector(args.Value("--selector").value_or(""));
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::ListAgentsResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->agents().ListAgents(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::agents, &v1::AgentService::Stub::ListAgents, request, &response);
+      code != kExitOk) {
+    return code;
   }
   Out(ctx.global.json ? ListDocument(response, options) : ListTable(response, options));
   return kExitOk;
@@ -117,16 +107,11 @@ int Label(Context& ctx, const LocalArgs& args) {
   for (const std::string& key : edit->remove) {
     request.add_remove(key);
   }
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::LabelAgentResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->agents().LabelAgent(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::agents, &v1::AgentService::Stub::LabelAgent, request, &response);
+      code != kExitOk) {
+    return code;
   }
   if (ctx.global.json) {
     contract::JsonWriter json;
@@ -143,18 +128,13 @@ int Label(Context& ctx, const LocalArgs& args) {
 }
 
 int Show(Context& ctx, const LocalArgs& args) {
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::GetAgentRequest request;
   request.set_name(args.positionals[0]);
   v1::GetAgentResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->agents().GetAgent(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::agents, &v1::AgentService::Stub::GetAgent, request, &response);
+      code != kExitOk) {
+    return code;
   }
   Out(ctx.global.json ? ShowDocument(response.instance()) : ShowText(response.instance()));
   return kExitOk;
@@ -168,20 +148,15 @@ int Remove(Context& ctx, const LocalArgs& args) {
     options.force = args.Has("--force");
     return RunBatch(ctx, v1::BATCH_VERB_REMOVE, targets, options);
   }
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::RemoveAgentRequest request;
   request.set_name(args.positionals[0]);
   request.set_delete_home(args.Has("--delete"));
   request.set_force(args.Has("--force"));
   v1::RemoveAgentResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->agents().RemoveAgent(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::agents, &v1::AgentService::Stub::RemoveAgent, request, &response);
+      code != kExitOk) {
+    return code;
   }
   if (ctx.global.json) {
     contract::JsonWriter json;
@@ -225,18 +200,11 @@ int Lifecycle(Context& ctx, const LocalArgs& args, std::string_view verb,
   if (!targets.Single()) {
     return RunBatch(ctx, batch_verb, targets, {});
   }
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   Request request;
   request.set_name(args.positionals[0]);
   Response response;
-  auto call = client->NewContext();
-  grpc::Status status = (client->agents().*rpc)(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code = ctx.Call(&Client::agents, rpc, request, &response); code != kExitOk) {
+    return code;
   }
   PrintNotices(response.notices());
   return ReportInstance(ctx, response.instance(), verb == "start");
@@ -351,16 +319,11 @@ int Send(Context& ctx, const LocalArgs& args) {
   if (std::optional<size_t> bad = contract::FirstInvalidUtf8(request.text())) {
     return ctx.Usage(absl::StrCat("TEXT is not valid UTF-8 (byte ", *bad, ")"));
   }
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::SendInputResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->agents().SendInput(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::agents, &v1::AgentService::Stub::SendInput, request, &response);
+      code != kExitOk) {
+    return code;
   }
   if (ctx.global.json) {
     contract::JsonWriter json;

@@ -24,20 +24,15 @@ void PrintNotices(const google::protobuf::RepeatedPtrField<std::string>& notices
 }
 
 int ConfigSet(Context& ctx, const LocalArgs& args) {
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::SetConfigRequest request;
   request.set_name(args.positionals[0]);
   request.set_key(args.positionals[1]);
   request.set_value(args.positionals[2]);
   v1::SetConfigResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->config().SetConfig(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::config, &v1::ConfigService::Stub::SetConfig, request, &response);
+      code != kExitOk) {
+    return code;
   }
   PrintNotices(response.notices());
   if (ctx.global.json) {
@@ -54,11 +49,6 @@ int ConfigSet(Context& ctx, const LocalArgs& args) {
 }
 
 int ConfigGet(Context& ctx, const LocalArgs& args) {
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::GetConfigRequest request;
   request.set_name(args.positionals[0]);
   if (args.positionals.size() == 2) {
@@ -66,10 +56,10 @@ int ConfigGet(Context& ctx, const LocalArgs& args) {
   }
   request.set_reveal(args.Has("--reveal"));
   v1::GetConfigResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->config().GetConfig(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::config, &v1::ConfigService::Stub::GetConfig, request, &response);
+      code != kExitOk) {
+    return code;
   }
   if (ctx.global.json) {
     contract::JsonWriter json;
@@ -98,19 +88,14 @@ int ConfigGet(Context& ctx, const LocalArgs& args) {
 }
 
 int ConfigUnset(Context& ctx, const LocalArgs& args) {
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::UnsetConfigRequest request;
   request.set_name(args.positionals[0]);
   request.set_key(args.positionals[1]);
   v1::UnsetConfigResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->config().UnsetConfig(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::config, &v1::ConfigService::Stub::UnsetConfig, request, &response);
+      code != kExitOk) {
+    return code;
   }
   if (ctx.global.json) {
     contract::JsonWriter json;
@@ -153,19 +138,14 @@ int SecretSet(Context& ctx, const LocalArgs& args) {
       value.pop_back();
     }
   }
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::SetSecretRequest request;
   request.set_name(args.positionals[0]);
   request.set_value(value);
   v1::SetSecretResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->secrets().SetSecret(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::secrets, &v1::SecretService::Stub::SetSecret, request, &response);
+      code != kExitOk) {
+    return code;
   }
   if (ctx.global.json) {
     contract::JsonWriter json;
@@ -180,17 +160,11 @@ int SecretSet(Context& ctx, const LocalArgs& args) {
 }
 
 int SecretList(Context& ctx, const LocalArgs& /*args*/) {
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::ListSecretsResponse response;
-  auto call = client->NewContext();
-  grpc::Status status =
-      client->secrets().ListSecrets(call.get(), v1::ListSecretsRequest(), &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code = ctx.Call(&Client::secrets, &v1::SecretService::Stub::ListSecrets,
+                                v1::ListSecretsRequest(), &response);
+      code != kExitOk) {
+    return code;
   }
   if (ctx.global.json) {
     contract::JsonWriter json;
@@ -211,18 +185,13 @@ int SecretList(Context& ctx, const LocalArgs& /*args*/) {
 }
 
 int SecretRemove(Context& ctx, const LocalArgs& args) {
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::RemoveSecretRequest request;
   request.set_name(args.positionals[0]);
   v1::RemoveSecretResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->secrets().RemoveSecret(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::secrets, &v1::SecretService::Stub::RemoveSecret, request, &response);
+      code != kExitOk) {
+    return code;
   }
   if (ctx.global.json) {
     contract::JsonWriter json;
@@ -247,16 +216,11 @@ int MemoryAttach(Context& ctx, const LocalArgs& args) {
         absl::StrCat("unknown memory kind '", kind.value_or(""), "' (filesystem | native)"),
         kExitUsage);
   }
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::AttachMemoryResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->agents().AttachMemory(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::agents, &v1::AgentService::Stub::AttachMemory, request, &response);
+      code != kExitOk) {
+    return code;
   }
   PrintNotices(response.notices());
   const v1::MemoryBacking& m = response.memory();
@@ -278,18 +242,13 @@ int MemoryAttach(Context& ctx, const LocalArgs& args) {
 }
 
 int MemoryDetach(Context& ctx, const LocalArgs& args) {
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::DetachMemoryRequest request;
   request.set_name(args.positionals[0]);
   v1::DetachMemoryResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->agents().DetachMemory(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::agents, &v1::AgentService::Stub::DetachMemory, request, &response);
+      code != kExitOk) {
+    return code;
   }
   if (ctx.global.json) {
     contract::JsonWriter json;

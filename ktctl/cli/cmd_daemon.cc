@@ -17,16 +17,11 @@ namespace ktesio::cli {
 namespace {
 
 int DaemonStatus(Context& ctx, const LocalArgs& /*args*/) {
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::GetStatusResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->system().GetStatus(call.get(), v1::GetStatusRequest(), &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code = ctx.Call(&Client::system, &v1::SystemService::Stub::GetStatus,
+                                v1::GetStatusRequest(), &response);
+      code != kExitOk) {
+    return code;
   }
   Out(ctx.global.json ? StatusDocument(response) : StatusText(response));
   return kExitOk;

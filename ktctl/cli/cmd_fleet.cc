@@ -209,16 +209,11 @@ int Export(Context& ctx, const LocalArgs& args) {
   v1::ExportFleetRequest request;
   request.set_selector(args.Value("--selector").value_or(""));
   request.set_name(args.Value("--name").value_or(""));
-  int code = 0;
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::ExportFleetResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->fleet().Export(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int code =
+          ctx.Call(&Client::fleet, &v1::FleetService::Stub::Export, request, &response);
+      code != kExitOk) {
+    return code;
   }
   if (ctx.global.json) {
     contract::JsonWriter json;

@@ -347,19 +347,15 @@ int Usage(Context& ctx, const LocalArgs& args) {
     std::optional<std::vector<std::string>> names = ResolveNames(ctx, *client, targets, &code);
     return names.has_value() ? UsageMany(ctx, *client, *names) : code;
   }
-  Client* client = ctx.Connect(&code);
-  if (client == nullptr) {
-    return code;
-  }
   v1::GetUsageRequest request;
   if (!args.positionals.empty()) {
     request.set_name(args.positionals[0]);
   }
   v1::GetUsageResponse response;
-  auto call = client->NewContext();
-  grpc::Status status = client->agents().GetUsage(call.get(), request, &response);
-  if (!status.ok()) {
-    return ctx.Fail(status);
+  if (const int failed =
+          ctx.Call(&Client::agents, &v1::AgentService::Stub::GetUsage, request, &response);
+      failed != kExitOk) {
+    return failed;
   }
   contract::JsonWriter json;
   json.BeginObject().Key("schema_version").Int(2);
