@@ -457,15 +457,22 @@ void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
                      [this, name, generation] { Escalate(name, generation); });
 }
 
-void Supervisor::Escalate(const std::string& name, uint64_t generation) {
+std::optional<store::InstanceRow> Supervisor::PendingStop(const std::string& name,
+                                                          uint64_t generation) {
   absl::StatusOr<store::InstanceRow> row = Load(name);
-  if (!row.ok()) {
+  if (!row.ok() || RuntimeFor(*row).generation != generation ||
+      RowState(*row) != State::kStopping) {
+    return std::nullopt;
+  }
+  return *std::move(row);
+}
+
+void Supervisor::Escalate(const std::string& name, uint64_t generation) {
+  std::optional<store::InstanceRow> row = PendingStop(name, generation);
+  if (!row.has_value()) {
     return;
   }
   Runtime& rt = RuntimeFor(*row);
-  if (rt.generation != generation || RowState(*row) != State::kStopping) {
-    return;
-  }
   rt.kill_sent = true;
   backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGKILL)
       .IgnoreError();  // a gone group: its exit arrives via the shim
@@ -475,15 +482,11 @@ void Supervisor::Escalate(const std::string& name, uint64_t generation) {
 }
 
 void Supervisor::ConfirmTimeout(const std::string& name, uint64_t generation) {
-  absl::StatusOr<store::InstanceRow> row = Load(name);
-  if (!row.ok()) {
+  std::optional<store::InstanceRow> row = PendingStop(name, generation);
+  if (!row.has_value()) {
     return;
   }
-  Runtime& rt = RuntimeFor(*row);
-  if (rt.generation != generation || RowState(*row) != State::kStopping) {
-    return;
-  }
-  Finish(rt.stop_waiters,
+  Finish(RuntimeFor(*row).stop_waiters,
          contract::MakeError(
              absl::StatusCode::kDeadlineExceeded, reason::kStopNotConfirmed,
              absl::StrCat("the process group of '", name, "' (pgid ", row->pid.value_or(0),

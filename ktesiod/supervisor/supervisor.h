@@ -130,6 +130,9 @@ class Supervisor {
   // Runs a stop/pause/resume template detached in the agent's home, with the safe base
   // environment plus the template's own. Errors: the backend's.
   absl::Status RunTemplate(const v1::OpTemplate& op, const store::InstanceRow& row);
+  // A guaranteed pause or resume: commits `to` with `cause`, then signals the whole group.
+  void CommitAndSignal(store::InstanceRow& row, State to, const std::string& cause, int signal,
+                       const Done& done);
   absl::Status Commit(store::InstanceRow& row, State to, const std::string& cause,
                       RunChange run = {});
   // The end of a run already happened (an exit, a failed launch): its transition and the run's
@@ -153,6 +156,9 @@ class Supervisor {
   void BeginStop(store::InstanceRow& row, uint32_t window_seconds);
   void Escalate(const std::string& name, uint64_t generation);
   void ConfirmTimeout(const std::string& name, uint64_t generation);
+  // The row of `name` while its stop of `generation` is still under way (a stop timer may fire
+  // after the stop ended or another began); nullopt otherwise.
+  std::optional<store::InstanceRow> PendingStop(const std::string& name, uint64_t generation);
   void Finish(std::vector<Done>& waiters, const absl::Status& status,
               const std::vector<std::string>& notices = {});
   void EngineLine(const store::InstanceRow& row, const std::string& text);

@@ -34,14 +34,8 @@ void Supervisor::Pause(const std::string& name, Done done) {
          {});
     return;
   }
-  const pid_t leader = static_cast<pid_t>(row->pid.value_or(0));
   if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
-    absl::Status status = Commit(*row, State::kPaused, "paused");
-    if (status.ok()) {
-      backend_.SignalGroup(leader, SIGSTOP)
-          .IgnoreError();  // a gone group: its exit arrives via the shim
-    }
-    done(status, {});
+    CommitAndSignal(*row, State::kPaused, "paused", SIGSTOP, done);
     return;
   }
   std::vector<std::string> notices = {
@@ -57,6 +51,17 @@ void Supervisor::Pause(const std::string& name, Done done) {
   done(status, notices);
 }
 
+void Supervisor::CommitAndSignal(store::InstanceRow& row, State to, const std::string& cause,
+                                 int signal, const Done& done) {
+  const pid_t leader = static_cast<pid_t>(row.pid.value_or(0));
+  absl::Status status = Commit(row, to, cause);
+  if (status.ok()) {
+    backend_.SignalGroup(leader, signal)
+        .IgnoreError();  // a gone group: its exit arrives via the shim
+  }
+  done(status, {});
+}
+
 void Supervisor::Resume(const std::string& name, Done done) {
   absl::StatusOr<store::InstanceRow> row = Admit(name, Command::kResume);
   if (!row.ok()) {
@@ -70,14 +75,8 @@ void Supervisor::Resume(const std::string& name, Done done) {
   }
   const v1::SupportLevel level =
       parsed.ok() ? LevelHere(parsed->capabilities().pause()) : v1::SUPPORT_LEVEL_GUARANTEED;
-  const pid_t leader = static_cast<pid_t>(row->pid.value_or(0));
   if (level == v1::SUPPORT_LEVEL_GUARANTEED) {
-    absl::Status status = Commit(*row, State::kRunning, "resumed");
-    if (status.ok()) {
-      backend_.SignalGroup(leader, SIGCONT)
-          .IgnoreError();  // a gone group: its exit arrives via the shim
-    }
-    done(status, {});
+    CommitAndSignal(*row, State::kRunning, "resumed", SIGCONT, done);
     return;
   }
   std::vector<std::string> notices = {"resume is best-effort on linux for this adapter"};
@@ -89,7 +88,7 @@ void Supervisor::Resume(const std::string& name, Done done) {
   }
   // A paused instance may also have been frozen by a budget breach with a guaranteed level;
   // SIGCONT is harmless for a group that is not stopped.
-  backend_.SignalGroup(leader, SIGCONT)
+  backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGCONT)
       .IgnoreError();  // a gone group: its exit arrives via the shim
   done(status, notices);
 }
