@@ -31,6 +31,21 @@ std::string FixedResponse(unsigned status, std::string_view reason, std::string_
                       keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n", std::string(body));
 }
 
+ResponseFraming ChooseFraming(unsigned status, bool head_request, bool has_length, bool rewritten,
+                              int client_version, bool& keep_alive) {
+  if (head_request || status / 100 == 1 || status == 204 || status == 304) {
+    return ResponseFraming::kNoBody;
+  }
+  if (has_length && !rewritten) {
+    return ResponseFraming::kContentLength;
+  }
+  if (client_version >= 11) {
+    return ResponseFraming::kChunked;
+  }
+  keep_alive = false;
+  return ResponseFraming::kCloseDelimited;
+}
+
 std::string ResponseHead(const http::response_header<>& response, ResponseFraming framing,
                          std::uint64_t content_length, bool keep_alive) {
   const unsigned status = response.result_int();

@@ -76,6 +76,13 @@ enum class ResponseFraming {
   kCloseDelimited,  // an HTTP/1.0 agent: the body ends when the connection does
 };
 
+// How a response of `status` is framed towards the agent: no body (HEAD, 1xx, 204, 304); the
+// provider's Content-Length passed through when it has one and nothing is stripped
+// (`rewritten`: the proxy removes injected usage); otherwise chunked for an HTTP/1.1 agent, or
+// close-delimited for an HTTP/1.0 one, which also ends `keep_alive`.
+ResponseFraming ChooseFraming(unsigned status, bool head_request, bool has_length, bool rewritten,
+                              int client_version, bool& keep_alive);
+
 // The head sent to the agent for the provider's `response`: the status line as HTTP/1.1, every
 // end-to-end field except Content-Length, then the framing (`content_length` is the provider's,
 // used with kContentLength only) and "Connection: close" unless `keep_alive`.

@@ -72,6 +72,23 @@ TEST(HttpMessage, AResponseHeadKeepsEndToEndFieldsAndReframesTheBody) {
             "Connection: close\r\n\r\n");
 }
 
+TEST(HttpMessage, TheFramingKeepsTheProvidersLengthUnlessTheBodyIsRewritten) {
+  bool keep_alive = true;
+  for (unsigned status : {100u, 204u, 304u}) {
+    EXPECT_EQ(ChooseFraming(status, false, true, false, 11, keep_alive), ResponseFraming::kNoBody);
+  }
+  EXPECT_EQ(ChooseFraming(200, true, true, false, 11, keep_alive), ResponseFraming::kNoBody);
+  EXPECT_EQ(ChooseFraming(200, false, true, false, 10, keep_alive),
+            ResponseFraming::kContentLength);
+  EXPECT_EQ(ChooseFraming(200, false, true, true, 11, keep_alive), ResponseFraming::kChunked);
+  EXPECT_EQ(ChooseFraming(200, false, false, false, 11, keep_alive), ResponseFraming::kChunked);
+  EXPECT_TRUE(keep_alive);
+  // An HTTP/1.0 agent without a length to pass through: the body ends with the connection.
+  EXPECT_EQ(ChooseFraming(200, false, false, false, 10, keep_alive),
+            ResponseFraming::kCloseDelimited);
+  EXPECT_FALSE(keep_alive);
+}
+
 TEST(HttpMessage, ABodilessResponseKeepsTheProvidersLengthAndGetsAReasonWhenItHasNone) {
   http::response_header<> response = Response(304);
   response.insert(http::field::content_length, "12");

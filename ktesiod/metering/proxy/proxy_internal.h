@@ -1,0 +1,283 @@
+#pragma once
+
+// The metering proxy's private parts, shared by proxy.cc (listeners, accepting, the exchange
+// loop) and relay.cc (the upstream side: connect, forward, relay and meter a response). Proxy
+// thread only, except where a member says otherwise.
+
+// <utility> first: Boost 1.74's asio/awaitable.hpp uses std::exchange without including it.
+#include <utility>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "boost/asio/executor_work_guard.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/redirect_error.hpp"
+#include "boost/asio/ssl.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/use_awaitable.hpp"
+#include "boost/asio/write.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+#include "boost/beast/ssl.hpp"
+#include "ktesio/contract/error.h"
+#include "metering/proxy/http_message.h"
+#include "metering/proxy/proxy.h"
+
+// This header is private to the proxy's two .cc files: these aliases are theirs.
+namespace ktesio::daemon::metering {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace ssl = boost::asio::ssl;
+using tcp = boost::asio::ip::tcp;
+using boost::system::error_code;
+}  // namespace ktesio::daemon::metering
+
+namespace ktesio::daemon::metering::proxy_internal {
+
+constexpr size_t kHeaderLimit = 64u << 10;
+constexpr size_t kRelayBuffer = 64u << 10;
+
+inline auto Await(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
+
+// Re-arms a stream's idle deadline at most once a second: each arming is a timer operation,
+// and a stream relays many pieces a second. The deadline thus lies between idle - 1 s and idle
+// after the last activity.
+class IdleDeadline {
+ public:
+  void Touch(beast::tcp_stream& stream, std::chrono::milliseconds idle) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - armed_ >= std::chrono::seconds(1)) {
+      stream.expires_after(idle);
+      armed_ = now;
+    }
+  }
+  void Reset() { armed_ = {}; }
+
+ private:
+  std::chrono::steady_clock::time_point armed_{};
+};
+
+// One upstream connection, plain or TLS.
+struct UpstreamConn {
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
+  beast::flat_buffer buffer;
+  IdleDeadline idle;
+
+  beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+  bool open() { return (plain || tls) && lowest().socket().is_open(); }
+  void Reset() {
+    if (plain || tls) {
+      error_code ignored;
+      lowest().socket().close(ignored);
+    }
+    plain.reset();
+    tls.reset();
+    buffer.clear();
+    idle.Reset();
+  }
+};
+
+struct ConnState {
+  explicit ConnState(tcp::socket socket) : client(std::move(socket)) {}
+  beast::tcp_stream client;
+  IdleDeadline client_idle;
+  UpstreamConn up;
+  std::vector<char> relay_buffer;  // response body pieces, reused across requests
+};
+
+// Writes a response to the agent: whatever is pending (the head, until it has gone out), each
+// piece of the body framed for the agent (chunked or as is) and — when `last` — the terminating
+// chunk, one gathered write per piece. `on_first_write` runs before the first write (the
+// proxy's added latency ends there).
+class ClientWriter {
+ public:
+  ClientWriter(ConnState& conn, std::string head, bool chunked, std::chrono::milliseconds idle,
+               std::function<void()> on_first_write)
+      : conn_(conn),
+        pending_(std::move(head)),
+        chunked_(chunked),
+        idle_(idle),
+        on_first_write_(std::move(on_first_write)) {}
+
+  // False when the agent is gone.
+  asio::awaitable<bool> Write(std::string_view data, bool last) {
+    char size_line[24];
+    pieces_.clear();
+    if (!pending_.empty()) {
+      pieces_.push_back(asio::buffer(pending_));
+    }
+    if (!data.empty()) {
+      if (chunked_) {
+        const int n = std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
+        pieces_.push_back(asio::buffer(size_line, static_cast<size_t>(n)));
+      }
+      pieces_.push_back(asio::buffer(data.data(), data.size()));
+      if (chunked_) {
+        pieces_.push_back(asio::buffer("\r\n", 2));
+      }
+    }
+    if (last && chunked_) {
+      pieces_.push_back(asio::buffer("0\r\n\r\n", 5));
+    }
+    if (pieces_.empty()) {
+      co_return true;
+    }
+    if (on_first_write_) {
+      std::exchange(on_first_write_, nullptr)();
+    }
+    error_code ec;
+    conn_.client_idle.Touch(conn_.client, idle_);
+    co_await asio::async_write(conn_.client, pieces_, Await(ec));
+    pending_.clear();
+    co_return !ec;
+  }
+
+ private:
+  ConnState& conn_;
+  std::string pending_;
+  const bool chunked_;
+  const std::chrono::milliseconds idle_;
+  std::function<void()> on_first_write_;
+  std::vector<asio::const_buffer> pieces_;
+};
+
+// How one request/response exchange ended.
+enum class Exchange {
+  kDone,        // response relayed completely
+  kRetry,       // a reused connection failed before any response byte: retry on a fresh one
+  kBadGateway,  // the upstream failed before the response head: answer 502
+  kCutOff,      // the response was cut off after it began: close the client connection
+  kClientGone,  // the client went away mid-response
+};
+
+}  // namespace ktesio::daemon::metering::proxy_internal
+
+namespace ktesio::daemon::metering {
+
+struct MeteringProxy::Impl {
+  using Exchange = proxy_internal::Exchange;
+  using ConnState = proxy_internal::ConnState;
+  using UpstreamConn = proxy_internal::UpstreamConn;
+  template <class T>
+  using awaitable = boost::asio::awaitable<T>;
+  using Request = boost::beast::http::request<boost::beast::http::string_body>;
+
+  struct Listener {
+    explicit Listener(asio::io_context& io) : acceptor(io) {}
+    std::string instance;
+    tcp::acceptor acceptor;
+    std::shared_ptr<const Upstream> upstream;  // proxy thread only after Open
+    std::string path_prefix;                   // set before the first accept
+    size_t open = 0;                           // admitted connections (Admission)
+    std::vector<std::weak_ptr<ConnState>> connections;
+    bool closed = false;
+    bool blocked = false;  // budget breach: model calls refused
+  };
+
+  ProxyOptions options;
+  OnCall on_call;
+  std::vector<CallRecord> batch;  // proxy thread only
+  bool batch_armed = false;
+  std::shared_ptr<spdlog::logger> log;
+  std::unique_ptr<Admission> admission;  // before io: outlives the coroutines io destroys
+  asio::io_context io{1};
+  // Built on first use (TlsContext): loading the system trust store parses every certificate in
+  // it, about 3 MiB of heap and libcrypto pages a daemon without TLS upstreams never needs.
+  std::optional<ssl::context> tls;  // proxy thread only, once the proxy thread runs
+  asio::executor_work_guard<asio::io_context::executor_type> work{asio::make_work_guard(io)};
+  asio::steady_timer batch_timer{io};
+  std::thread thread;
+  mutable absl::Mutex mu;
+  std::map<std::string, std::shared_ptr<Listener>> listeners ABSL_GUARDED_BY(mu);
+  std::map<std::string, ProxyInstanceStats> stats ABSL_GUARDED_BY(mu);
+
+  absl::Status BuildTls() {
+    error_code ec;
+    ssl::context& context = tls.emplace(ssl::context::tls_client);
+    context.set_default_verify_paths(ec);
+    if (ec) {
+      log->warn("metering proxy: the system trust store could not be loaded ({})", ec.message());
+    }
+    if (!options.ca_file.empty()) {
+      context.load_verify_file(options.ca_file, ec);
+      if (ec) {
+        tls.reset();
+        return contract::MakeError(absl::StatusCode::kInvalidArgument,
+                                   contract::reason::kConfigInvalid,
+                                   absl::StrCat("metering CA file '", options.ca_file,
+                                                "' could not be loaded: ", ec.message()));
+      }
+    }
+    context.set_verify_mode(ssl::verify_peer);
+    return absl::OkStatus();
+  }
+  // The TLS client context, built on the first TLS upstream (or at Create with a CA file).
+  ssl::context& TlsContext() {
+    if (!tls) {
+      // The CA file loaded at Create; the system store cannot fail (a warning at worst).
+      (void)BuildTls();
+    }
+    return *tls;
+  }
+
+  void CountError(const std::string& instance, const char* reason) {
+    absl::MutexLock lock(&mu);
+    stats[instance].upstream_errors[reason] += 1;
+  }
+  void ObserveAdded(const std::string& instance, std::chrono::steady_clock::duration added) {
+    absl::MutexLock lock(&mu);
+    stats[instance].added_before_first_byte.Observe(std::chrono::duration<double>(added).count());
+  }
+
+  asio::awaitable<void> Accept(std::shared_ptr<Listener> listener);
+  asio::awaitable<void> Serve(std::shared_ptr<Listener> listener, std::shared_ptr<ConnState> conn);
+  // Reads the agent's next request; nullopt when the connection is over (the agent left, or a
+  // malformed or oversized request got its 400/413/431 reply).
+  asio::awaitable<std::optional<http::request<http::string_body>>> ReadRequest(
+      ConnState& conn, beast::flat_buffer& buffer);
+  // Sends `out` upstream (once more on a fresh connection when a reused one turned out dead)
+  // and relays the response.
+  asio::awaitable<Exchange> Forward(Listener& listener, ConnState& conn,
+                                    http::request<http::string_body>& out, const RequestPlan& plan,
+                                    bool head_request, int client_version, bool& keep_alive,
+                                    std::chrono::steady_clock::time_point request_read);
+  asio::awaitable<bool> Connect(const Upstream& upstream, UpstreamConn& up,
+                                const std::string& instance);
+  // Sends `out` and reads the response head into `parser`: nullopt when both went well, else
+  // how the exchange ends (a reused connection that failed before any response byte: retry).
+  template <class Stream>
+  asio::awaitable<std::optional<Exchange>> SendRequest(
+      Stream& upstream_stream, UpstreamConn& up, Request& out, bool reused,
+      http::response_parser<http::buffer_body>& parser, const std::string& instance);
+  template <class Stream>
+  asio::awaitable<Exchange> Relay(Stream& upstream_stream, UpstreamConn& up, ConnState& conn,
+                                  http::request<http::string_body>& out, bool reused,
+                                  const RequestPlan& plan, bool head_request, int client_version,
+                                  bool& keep_alive, const std::string& instance,
+                                  std::chrono::steady_clock::duration added_before);
+  void Report(const std::string& instance, const RequestPlan& plan, const ResponseMeter& meter,
+              unsigned status);
+  void CloseListener(Listener& listener);
+  // Logs the admission summary when one is due (at most one line per interval).
+  void ReportPressure(const std::string& error) {
+    if (std::string line = admission->DueReport(error); !line.empty()) {
+      log->warn("metering proxy: {}", line);
+    }
+  }
+};
+
+}  // namespace ktesio::daemon::metering

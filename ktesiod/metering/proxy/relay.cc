@@ -1,0 +1,341 @@
+// The upstream side of one exchange: connecting (plain or TLS), forwarding the agent's request,
+// and relaying the response while metering it. Reading the agent's request is here too: it is
+// the other half of the exchange, the part that answers malformed input.
+
+#include <openssl/ssl.h>
+
+#include <limits>
+
+#include "metering/proxy/proxy_internal.h"
+
+namespace ktesio::daemon::metering {
+
+using proxy_internal::Await;
+using proxy_internal::ClientWriter;
+using proxy_internal::ConnState;
+using proxy_internal::Exchange;
+using proxy_internal::kHeaderLimit;
+using proxy_internal::kRelayBuffer;
+using proxy_internal::UpstreamConn;
+
+asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, UpstreamConn& up,
+                                                   const std::string& instance) {
+  up.Reset();
+  error_code ec;
+  tcp::resolver resolver(io);
+  auto results = co_await resolver.async_resolve(upstream.host, upstream.port, Await(ec));
+  if (ec) {
+    log->warn("metering proxy: upstream name resolution failed ({})", ec.message());
+    CountError(instance, "resolve");
+    co_return false;
+  }
+  if (upstream.tls) {
+    up.tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, TlsContext());
+  } else {
+    up.plain = std::make_unique<beast::tcp_stream>(io);
+  }
+  up.lowest().expires_after(options.connect_timeout);
+  co_await up.lowest().async_connect(results, Await(ec));
+  if (ec) {
+    log->warn("metering proxy: upstream connect failed ({})", ec.message());
+    CountError(instance, "connect");
+    up.Reset();
+    co_return false;
+  }
+  up.lowest().socket().set_option(tcp::no_delay(true), ec);
+  if (up.tls) {
+    // SNI, and the certificate must name the host (verified against the system store + CA file).
+    if (!SSL_set_tlsext_host_name(up.tls->native_handle(), upstream.host.c_str())) {
+      log->warn("metering proxy: could not set TLS server name");
+      CountError(instance, "tls");
+      up.Reset();
+      co_return false;
+    }
+    up.tls->set_verify_callback(ssl::host_name_verification(upstream.host));
+    co_await up.tls->async_handshake(ssl::stream_base::client, Await(ec));
+    if (ec) {
+      log->warn("metering proxy: upstream TLS handshake failed ({})", ec.message());
+      CountError(instance, "tls");
+      up.Reset();
+      co_return false;
+    }
+  }
+  up.lowest().expires_never();
+  up.idle.Reset();
+  co_return true;
+}
+
+void MeteringProxy::Impl::Report(const std::string& instance, const RequestPlan& plan,
+                                 const ResponseMeter& meter, unsigned status) {
+  const ResponseMeter::Outcome outcome = meter.outcome();
+  if (outcome == ResponseMeter::Outcome::kNotMetered) {
+    return;
+  }
+  CallRecord record;
+  record.instance = instance;
+  record.shape = plan.shape;
+  record.known = outcome == ResponseMeter::Outcome::kKnown;
+  record.usage = meter.usage();
+  record.status = status;
+  // Hand records over in small batches: a cross-thread wakeup per call would cost the calls
+  // themselves latency. The batch window bounds how late a budget sees the usage.
+  batch.push_back(std::move(record));
+  if (!batch_armed) {
+    batch_armed = true;
+    batch_timer.expires_after(options.report_window);
+    batch_timer.async_wait([this](const error_code&) {
+      batch_armed = false;
+      std::vector<CallRecord> ready;
+      ready.swap(batch);
+      for (CallRecord& call : ready) {
+        on_call(std::move(call));
+      }
+    });
+  }
+}
+
+namespace {
+
+// Parses what is already buffered from the provider, without I/O (Beast yields one chunk per
+// step), and feeds each piece of body to the meter: the agent then gets one write per arrival
+// from the provider, not one per chunk. Leaves `ec` set on a parse error.
+void DrainBuffered(http::response_parser<http::buffer_body>& parser, beast::flat_buffer& from,
+                   std::vector<char>& body, ResponseMeter& meter, std::string& forward,
+                   error_code& ec) {
+  auto& response = parser.get();
+  while (!parser.is_done() && from.size() > 0) {
+    response.body().data = body.data();
+    response.body().size = body.size();
+    const size_t used = parser.put(from.data(), ec);
+    from.consume(used);
+    if (ec == http::error::need_buffer) {
+      ec = {};
+    }
+    const size_t got = body.size() - response.body().size;
+    meter.Feed(std::string_view(body.data(), got), forward);
+    if (ec == http::error::need_more) {
+      ec = {};
+      return;
+    }
+    if (ec || (used == 0 && got == 0)) {
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+template <class Stream>
+asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
+    Stream& upstream_stream, UpstreamConn& up, Request& out, bool reused,
+    http::response_parser<http::buffer_body>& parser, const std::string& instance) {
+  error_code ec;
+  up.idle.Touch(up.lowest(), options.idle_timeout);
+  co_await http::async_write(upstream_stream, out, Await(ec));
+  if (ec) {
+    log->debug("metering proxy: upstream write failed reused={} ({})", reused, ec.message());
+    if (!reused) {
+      CountError(instance, "write");
+    }
+    co_return reused ? Exchange::kRetry : Exchange::kBadGateway;
+  }
+  co_await http::async_read_header(upstream_stream, up.buffer, parser, Await(ec));
+  if (ec) {
+    log->warn("metering proxy: reading the upstream response head failed ({})", ec.message());
+    const bool retry = reused && up.buffer.size() == 0;
+    if (!retry) {
+      CountError(instance, "response_head");
+    }
+    co_return retry ? Exchange::kRetry : Exchange::kBadGateway;
+  }
+  co_return std::nullopt;
+}
+
+// One loop relays the whole body, so its length (~85 lines) is stated: each turn drains what
+// the provider sent, writes it to the agent in one go and waits for more, and every way out
+// (done, agent gone, provider cut off) must report the call exactly once.
+template <class Stream>
+asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
+    Stream& upstream_stream, UpstreamConn& up, ConnState& conn, Request& out, bool reused,
+    const RequestPlan& plan, bool head_request, int client_version, bool& keep_alive,
+    const std::string& instance, std::chrono::steady_clock::duration added_before) {
+  http::response_parser<http::buffer_body> parser;
+  parser.header_limit(kHeaderLimit);
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // responses: unbounded
+  if (head_request) {
+    parser.skip(true);
+  }
+  if (std::optional<Exchange> failed =
+          co_await SendRequest(upstream_stream, up, out, reused, parser, instance)) {
+    co_return *failed;
+  }
+  // The proxy's own time before the first byte: what it spent before the upstream write, plus
+  // from the latest arrival from the provider to the first write to the agent.
+  auto arrived = std::chrono::steady_clock::now();
+  auto& response = parser.get();
+  const unsigned status = response.result_int();
+  ResponseMeter meter(plan.shape, plan.injected, out.method() == http::verb::post);
+  meter.Begin(status, std::string_view(response[http::field::content_type].data(),
+                                       response[http::field::content_type].size()));
+  const ResponseFraming framing =
+      ChooseFraming(status, head_request, parser.content_length().has_value(), plan.injected,
+                    client_version, keep_alive);
+  ClientWriter writer(
+      conn, ResponseHead(response.base(), framing, parser.content_length().value_or(0), keep_alive),
+      framing == ResponseFraming::kChunked, options.idle_timeout,
+      [&] { ObserveAdded(instance, added_before + (std::chrono::steady_clock::now() - arrived)); });
+  std::vector<char>& buffer = conn.relay_buffer;
+  buffer.resize(kRelayBuffer);
+  std::string forward;
+  bool done = parser.is_done();
+  if (done) {
+    meter.Finish(true, forward);
+  }
+  // A stream's head goes out at once (the agent is waiting for its first token); a plain body's
+  // head goes out with the body's first bytes.
+  // (When the first event already arrived with the head, both go out in one write below.)
+  if (((meter.streaming() && up.buffer.size() == 0) || done) &&
+      !co_await writer.Write(forward, done)) {
+    co_return Exchange::kClientGone;
+  }
+  forward.clear();
+  error_code ec;
+  bool cut = false;
+  while (!done) {
+    DrainBuffered(parser, up.buffer, buffer, meter, forward, ec);
+    if (!ec) {
+      done = parser.is_done();
+      if (done) {
+        meter.Finish(true, forward);
+      }
+      if ((!forward.empty() || done) && !co_await writer.Write(forward, done)) {
+        if (!done) {
+          meter.Finish(false, forward);
+        }
+        Report(instance, plan, meter, status);
+        co_return Exchange::kClientGone;
+      }
+      forward.clear();
+      if (done) {
+        break;
+      }
+      // Wait for the provider's next piece.
+      response.body().data = buffer.data();
+      response.body().size = buffer.size();
+      up.idle.Touch(up.lowest(), options.idle_timeout);
+      co_await http::async_read_some(upstream_stream, up.buffer, parser, Await(ec));
+      arrived = std::chrono::steady_clock::now();
+      if (ec == http::error::need_buffer) {
+        ec = {};
+      }
+      meter.Feed(std::string_view(buffer.data(), buffer.size() - response.body().size), forward);
+      done = !ec && parser.is_done();
+      if (done) {
+        meter.Finish(true, forward);
+        if (!co_await writer.Write(forward, true)) {
+          Report(instance, plan, meter, status);
+          co_return Exchange::kClientGone;
+        }
+        break;
+      }
+    }
+    if (ec) {
+      cut = true;
+      CountError(instance, "cut");
+      meter.Finish(false, forward);
+      co_await writer.Write(forward, false);  // relay what came; no terminating chunk
+      break;
+    }
+  }
+  Report(instance, plan, meter, status);  // after the last byte went out
+  if (cut) {
+    co_return Exchange::kCutOff;
+  }
+  if (!WantsKeepAlive(response.base())) {
+    up.Reset();
+  }
+  co_return Exchange::kDone;
+}
+
+asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::Impl::ReadRequest(
+    ConnState& conn, beast::flat_buffer& buffer) {
+  error_code ec;
+  http::request_parser<http::string_body> parser;
+  parser.header_limit(kHeaderLimit);
+  parser.body_limit(options.max_request_bytes);
+  // A head must arrive within header_timeout: a client that opens and idles, or trickles its
+  // head, gives its descriptor back soon (the body may then take idle_timeout per silence).
+  conn.client.expires_after(options.header_timeout);
+  conn.client_idle.Reset();
+  co_await http::async_read_header(conn.client, buffer, parser, Await(ec));
+  conn.client_idle.Touch(conn.client, options.idle_timeout);
+  if (ec == http::error::body_limit) {  // a declared Content-Length over the cap
+    const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
+    co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    co_return std::nullopt;
+  }
+  if (ec) {
+    if (ec == http::error::header_limit) {
+      const std::string reply = FixedResponse(431, "Request Header Fields Too Large", "", false);
+      co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    } else if (ec != http::error::end_of_stream && ec != asio::error::eof &&
+               ec != asio::error::operation_aborted && ec != beast::error::timeout &&
+               ec != asio::error::connection_reset) {
+      const std::string reply = FixedResponse(400, "Bad Request", "", false);
+      co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    }
+    co_return std::nullopt;
+  }
+  const auto& head = parser.get();
+  if (beast::iequals(head[http::field::expect], "100-continue")) {
+    co_await asio::async_write(conn.client, asio::buffer("HTTP/1.1 100 Continue\r\n\r\n", 25),
+                               Await(ec));
+  }
+  co_await http::async_read(conn.client, buffer, parser, Await(ec));
+  if (ec == http::error::body_limit) {
+    const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
+    co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    co_return std::nullopt;
+  }
+  if (ec) {
+    if (ec != asio::error::eof && ec != http::error::end_of_stream &&
+        ec != asio::error::operation_aborted) {
+      const std::string reply = FixedResponse(400, "Bad Request", "", false);
+      co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    }
+    co_return std::nullopt;
+  }
+  co_return parser.release();
+}
+
+asio::awaitable<Exchange> MeteringProxy::Impl::Forward(
+    Listener& listener, ConnState& conn, http::request<http::string_body>& out,
+    const RequestPlan& plan, bool head_request, int client_version, bool& keep_alive,
+    std::chrono::steady_clock::time_point request_read) {
+  const std::shared_ptr<const Upstream> upstream = listener.upstream;
+  Exchange result = Exchange::kBadGateway;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool reused = conn.up.open();
+    auto before = std::chrono::steady_clock::now() - request_read;
+    if (!reused) {
+      if (!co_await Connect(*upstream, conn.up, listener.instance)) {
+        result = Exchange::kBadGateway;
+        break;
+      }
+    }
+    if (conn.up.tls) {
+      result = co_await Relay(*conn.up.tls, conn.up, conn, out, reused, plan, head_request,
+                              client_version, keep_alive, listener.instance, before);
+    } else {
+      result = co_await Relay(*conn.up.plain, conn.up, conn, out, reused, plan, head_request,
+                              client_version, keep_alive, listener.instance, before);
+    }
+    if (result != Exchange::kRetry) {
+      break;
+    }
+    conn.up.Reset();
+  }
+  co_return result;
+}
+
+}  // namespace ktesio::daemon::metering
