@@ -69,6 +69,61 @@ void InitAttributes(posix_spawnattr_t* attr) {
                            POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 }
 
+// The shim's command line for `spec`: where it keeps the run and the logs, the handshake on fd 3,
+// then `--` and the agent's own command.
+std::vector<std::string> ShimArgv(const LaunchSpec& spec, const std::string& shim_path) {
+  std::vector<std::string> argv = {shim_path,
+                                   "--run-dir",
+                                   spec.run_dir,
+                                   "--log-dir",
+                                   spec.log_dir,
+                                   "--cwd",
+                                   spec.cwd,
+                                   "--max-bytes",
+                                   std::to_string(spec.log_max_bytes),
+                                   "--keep",
+                                   std::to_string(spec.log_keep),
+                                   "--ready-fd",
+                                   "3"};
+  if (spec.stdin_pipe) {
+    argv.push_back("--stdin-fifo");
+  }
+  if (!spec.usage_file.empty()) {
+    argv.push_back("--usage-file");
+    argv.push_back(spec.usage_file);
+  }
+  argv.push_back("--");
+  argv.push_back(spec.exec);
+  argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+  return argv;
+}
+
+// Spawns the shim in a new session: stdin and stdout /dev/null, stderr its own log, the
+// handshake pipe's write end as fd 3 and nothing else. Closes `ready_write` in the parent.
+// Returns posix_spawn's error number (0: spawned, `*pid` set).
+int SpawnShim(std::vector<std::string> argv, std::vector<std::string> env,
+              const std::string& shim_path, const std::string& shim_log, int ready_write,
+              pid_t* pid) {
+  CArgs c_argv(std::move(argv));
+  CArgs c_env(std::move(env));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0600);
+  posix_spawn_file_actions_adddup2(&actions, ready_write, 3);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  posix_spawnattr_t attr;
+  InitAttributes(&attr);
+  const int rc = posix_spawn(pid, shim_path.c_str(), &actions, &attr, c_argv.pointers.data(),
+                             c_env.pointers.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(ready_write);
+  return rc;
+}
+
 }  // namespace
 
 struct ShimBackend::Watch {
@@ -76,100 +131,6 @@ struct ShimBackend::Watch {
   asio::posix::stream_descriptor descriptor;
   pid_t pid = 0;
 };
-
-absl::StatusOr<int64_t> ProcessStartTime(pid_t pid) {
-  // fs::ReadFile (POSIX read), never a filebuf: libstdc++'s filebuf throws when read() fails,
-  // as it does (ESRCH) on the /proc files of a process that exits meanwhile.
-  absl::StatusOr<std::string> read = fs::ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  if (!read.ok() || read->empty()) {
-    return absl::NotFoundError(absl::StrCat("no process ", pid));
-  }
-  const std::string& text = *read;
-  size_t paren = text.rfind(')');
-  if (paren == std::string::npos) {
-    return absl::NotFoundError(absl::StrCat("unreadable /proc/", pid, "/stat"));
-  }
-  std::vector<std::string> fields = absl::StrSplit(text.substr(paren + 2), ' ');
-  int64_t start = 0;
-  // Field 22 of stat; fields after ')' start at field 3.
-  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &start)) {
-    return absl::NotFoundError(absl::StrCat("unparsable /proc/", pid, "/stat"));
-  }
-  return start;
-}
-
-std::optional<ExitRecord> ParseExitRecord(const std::string& text) {
-  std::vector<std::string> words = absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
-  if (words.size() != 2) {
-    return std::nullopt;
-  }
-  ExitRecord record;
-  if (!absl::SimpleAtoi(words[1], &record.value)) {
-    return std::nullopt;
-  }
-  if (words[0] == "exited") {
-    record.kind = ExitRecord::Kind::kExited;
-  } else if (words[0] == "signaled") {
-    record.kind = ExitRecord::Kind::kSignaled;
-  } else if (words[0] == "exec-failed") {
-    record.kind = ExitRecord::Kind::kExecFailed;
-  } else {
-    return std::nullopt;
-  }
-  return record;
-}
-
-std::string DescribeExit(const ExitRecord& record) {
-  switch (record.kind) {
-    case ExitRecord::Kind::kExited:
-      return absl::StrCat("exit code ", record.value);
-    case ExitRecord::Kind::kSignaled: {
-      const char* name = sigabbrev_np(record.value);
-      return absl::StrCat("signal ", record.value,
-                          name == nullptr ? "" : absl::StrCat(" (SIG", name, ")"));
-    }
-    case ExitRecord::Kind::kExecFailed:
-      return absl::StrCat("exec failed: ", std::strerror(record.value));
-  }
-  return "unknown exit";
-}
-
-std::string ShimSearch::Problem() const {
-  if (!path.empty()) {
-    return "";
-  }
-  return absl::StrCat("ktesio-shim not found; looked in ", absl::StrJoin(candidates, ", "));
-}
-
-ShimSearch LocateShim() {
-  ShimSearch search;
-  auto executable = [](const std::string& path) { return access(path.c_str(), X_OK) == 0; };
-  if (const char* env = std::getenv("KTESIO_SHIM"); env != nullptr) {
-    if (executable(env)) {
-      search.path = env;
-      return search;
-    }
-    search.candidates.push_back(absl::StrCat("$KTESIO_SHIM (", env, ": not executable)"));
-  } else {
-    search.candidates.push_back("$KTESIO_SHIM (unset)");
-  }
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) {
-    search.candidates.push_back("the daemon's own directory (/proc/self/exe unreadable)");
-    return search;
-  }
-  std::string dir(self, static_cast<size_t>(n));
-  dir = dir.substr(0, dir.rfind('/'));
-  for (const std::string& candidate : {dir + "/ktesio-shim", dir + "/shim/ktesio-shim"}) {
-    if (executable(candidate)) {
-      search.path = candidate;
-      return search;
-    }
-    search.candidates.push_back(candidate);
-  }
-  return search;
-}
 
 ShimBackend::ShimBackend(asio::io_context& io, std::function<ShimSearch()> locate)
     : io_(io), locate_(std::move(locate)), search_(locate_()) {}
@@ -250,29 +211,7 @@ void ShimBackend::Launch(const LaunchSpec& spec,
                      absl::StrCat("cannot create the shim pipe: ", std::strerror(errno))));
     return;
   }
-  std::vector<std::string> argv = {shim_path,
-                                   "--run-dir",
-                                   spec.run_dir,
-                                   "--log-dir",
-                                   spec.log_dir,
-                                   "--cwd",
-                                   spec.cwd,
-                                   "--max-bytes",
-                                   std::to_string(spec.log_max_bytes),
-                                   "--keep",
-                                   std::to_string(spec.log_keep),
-                                   "--ready-fd",
-                                   "3"};
-  if (spec.stdin_pipe) {
-    argv.push_back("--stdin-fifo");
-  }
-  if (!spec.usage_file.empty()) {
-    argv.push_back("--usage-file");
-    argv.push_back(spec.usage_file);
-  }
-  argv.push_back("--");
-  argv.push_back(spec.exec);
-  argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+  std::vector<std::string> argv = ShimArgv(spec, shim_path);
   const std::string shim_log = spec.run_dir + "/shim.log";
   // The spawn itself runs on the spawner thread; everything after it back on the owner thread.
   if (spawner_ == nullptr) {
@@ -281,24 +220,9 @@ void ShimBackend::Launch(const LaunchSpec& spec,
   spawner_->Submit([this, argv = std::move(argv), env = spec.env, shim_path = shim_path, shim_log,
                     exec = spec.exec, ready_read = ready[0], ready_write = ready[1],
                     done = std::move(done)]() mutable {
-    CArgs c_argv(std::move(argv));
-    CArgs c_env(std::move(env));
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 2, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0600);
-    posix_spawn_file_actions_adddup2(&actions, ready_write, 3);
-    posix_spawn_file_actions_addclosefrom_np(&actions, 4);
-    posix_spawnattr_t attr;
-    InitAttributes(&attr);
     pid_t shim_pid = 0;
-    const int rc = posix_spawn(&shim_pid, shim_path.c_str(), &actions, &attr,
-                               c_argv.pointers.data(), c_env.pointers.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    close(ready_write);
+    const int rc =
+        SpawnShim(std::move(argv), std::move(env), shim_path, shim_log, ready_write, &shim_pid);
     asio::post(io_, [this, rc, shim_pid, shim_path, shim_log, exec, ready_read,
                      done = std::move(done)]() mutable {
       if (rc != 0) {
