@@ -1,7 +1,7 @@
 #pragma once
 
 // Helpers shared by the supervisor's files (supervisor.cc, supervisor_exit.cc,
-// supervisor_pause.cc). Private to the supervisor.
+// supervisor_pause.cc, supervisor_stop.cc). Private to the supervisor.
 
 #include <string>
 #include <vector>
