@@ -8,22 +8,16 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_check.h"
 #include "ktesio/contract/fleet_file.h"
 #include "ktesio/contract/labels.h"
 
-namespace {
-
-void Check(bool condition) {
-  if (!condition) {
-    std::abort();
-  }
-}
-
-}  // namespace
+using ktesio::fuzz::AsText;
+using ktesio::fuzz::Check;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace ktesio::contract;
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const std::string_view text = AsText(data, size);
   const FleetFileParse parsed = ParseFleetFile(text, "f.toml");
   for (const std::string& problem : parsed.problems) {
     Check(problem.starts_with("f.toml:"));

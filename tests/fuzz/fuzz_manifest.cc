@@ -8,20 +8,14 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_check.h"
 #include "ktesio/contract/config_mapping.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/manifest.h"
 #include "ktesio/contract/validation.h"
 
-namespace {
-
-void Check(bool condition) {
-  if (!condition) {
-    std::abort();
-  }
-}
-
-}  // namespace
+using ktesio::fuzz::AsText;
+using ktesio::fuzz::Check;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using ktesio::contract::AdapterDeclaration;
@@ -32,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using ktesio::contract::RenderTomlDocument;
   using ktesio::contract::ValidateDeclaration;
   namespace reason = ktesio::contract::reason;
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const std::string_view text = AsText(data, size);
   absl::StatusOr<AdapterDeclaration> parsed = ParseManifest(text, "fuzz.toml");
   if (!parsed.ok()) {
     const std::string reason = ErrorReason(parsed.status());

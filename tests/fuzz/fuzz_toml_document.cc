@@ -7,20 +7,14 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_check.h"
 #include "ktesio/contract/config_mapping.h"
 
-namespace {
-
-void Check(bool condition) {
-  if (!condition) {
-    std::abort();
-  }
-}
-
-}  // namespace
+using ktesio::fuzz::AsText;
+using ktesio::fuzz::Check;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string_view existing(reinterpret_cast<const char*>(data), size);
+  const std::string_view existing = AsText(data, size);
   const std::vector<std::pair<std::string, std::string>> values = {{"llm.model", "m\"\\\n\x01"},
                                                                    {"ktesio_fuzz", "v"}};
   absl::StatusOr<std::string> merged = ktesio::contract::MergeIntoTomlDocument(existing, values);

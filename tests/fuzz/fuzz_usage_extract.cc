@@ -9,26 +9,20 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_check.h"
 #include "ktesio/contract/json.h"
 #include "metering/usage_extract.h"
 
-namespace {
-
-void Check(bool condition) {
-  if (!condition) {
-    std::abort();
-  }
-}
-
-}  // namespace
+using ktesio::fuzz::AsText;
+using ktesio::fuzz::Check;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace ktesio::daemon::metering;
   if (size < 2) {
     return 0;
   }
-  const std::string_view control(reinterpret_cast<const char*>(data), 2);
-  const std::string_view input(reinterpret_cast<const char*>(data) + 2, size - 2);
+  const std::string_view control = AsText(data, 2);
+  const std::string_view input = AsText(data + 2, size - 2);
   if (std::optional<json::Value> value = json::Parse(input)) {
     Check(value->begin <= value->end && value->end <= input.size());
   }

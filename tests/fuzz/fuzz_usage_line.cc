@@ -7,23 +7,17 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_check.h"
 #include "ktesio/contract/usage_line.h"
 
-namespace {
-
-void Check(bool condition) {
-  if (!condition) {
-    std::abort();
-  }
-}
-
-}  // namespace
+using ktesio::fuzz::AsText;
+using ktesio::fuzz::Check;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using ktesio::contract::ParseUsageLine;
   using ktesio::contract::UsageLineKind;
   using ktesio::contract::UsageLineResult;
-  const std::string_view line(reinterpret_cast<const char*>(data), size);
+  const std::string_view line = AsText(data, size);
   const UsageLineResult result = ParseUsageLine(line);
   switch (result.kind) {
     case UsageLineKind::kNotUsage:
