@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "ktesio/contract/config_mapping.h"
 #include "ktesio/contract/manifest.h"
+#include "manifests.h"
 #include "status_testing.h"
 
 namespace ktesio::contract {
@@ -14,16 +15,8 @@ using testing::IsOk;
 using Values = std::vector<std::pair<std::string, std::string>>;
 
 AdapterDeclaration DeclarationWithConfig() {
-  absl::StatusOr<AdapterDeclaration> parsed = ParseManifest(R"(contract_version = "1.0.0"
-[adapter]
-kind = "k"
-[lifecycle.start]
-exec = "x"
-[capabilities.pause]
-linux = "guaranteed"
-[metering]
-source = "self-reported"
-[config.model]
+  absl::StatusOr<AdapterDeclaration> parsed =
+      ParseManifest(std::string(ktesio::testing::kMinimalManifest) + R"([config.model]
 env = "MODEL"
 [config.temperature]
 flag = "--temperature"
@@ -40,7 +33,7 @@ env = "MAPPED_OVERRIDE"
 [config.token]
 env = "TOKEN"
 )",
-                                                            "test");
+                    "test");
   EXPECT_TRUE(IsOk(parsed));
   return parsed.ok() ? *parsed : AdapterDeclaration{};
 }

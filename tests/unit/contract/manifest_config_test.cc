@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "ktesio/contract/manifest.h"
+#include "manifests.h"
 #include "status_testing.h"
 
 namespace ktesio::contract {
@@ -12,20 +13,11 @@ namespace {
 using testing::IsOk;
 using testing::ManifestInvalid;
 
-constexpr char kMinimal[] = R"(contract_version = "1.0.0"
-[adapter]
-kind = "k"
-[lifecycle.start]
-exec = "x"
-[capabilities.pause]
-linux = "guaranteed"
-[metering]
-source = "self-reported"
-)";
+using ::ktesio::testing::kMinimalManifest;
 
-// Parses kMinimal plus `config` (which starts at line 10).
+// Parses kMinimalManifest plus `config` (which starts at line 10).
 absl::StatusOr<AdapterDeclaration> ParseConfig(std::string_view config) {
-  return ParseManifest(std::string(kMinimal) + std::string(config), "adapter.toml");
+  return ParseManifest(std::string(kMinimalManifest) + std::string(config), "adapter.toml");
 }
 
 TEST(ManifestConfigTest, EachTargetKind) {
@@ -184,7 +176,7 @@ TEST(ManifestConfigTest, Rejections) {
 }
 
 TEST(ManifestConfigTest, ConfigMustBeATable) {
-  std::string manifest = kMinimal;
+  std::string manifest = kMinimalManifest;
   manifest.insert(manifest.find('\n') + 1, "config = 1\n");
   EXPECT_TRUE(ManifestInvalid(ParseManifest(manifest, "adapter.toml"),
                               "adapter.toml:2:10: [config] must be a table, got integer"));

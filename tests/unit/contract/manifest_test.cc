@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "ktesio/contract/manifest.h"
+#include "manifests.h"
 #include "status_testing.h"
 
 namespace ktesio::contract {
@@ -51,27 +52,19 @@ channel = "stdio"
 env = "MODEL"
 )";
 
-// The smallest valid manifest; tests append sections to it.
-constexpr char kMinimal[] = R"(contract_version = "1.0.0"
-[adapter]
-kind = "k"
-[lifecycle.start]
-exec = "x"
-[capabilities.pause]
-linux = "guaranteed"
-[metering]
-source = "self-reported"
-)";
+using ::ktesio::testing::kMinimalManifest;
 
 absl::StatusOr<AdapterDeclaration> Parse(std::string_view text) {
   return ParseManifest(text, "adapter.toml");
 }
 
-std::string With(std::string_view extra) { return std::string(kMinimal) + std::string(extra); }
+std::string With(std::string_view extra) {
+  return std::string(kMinimalManifest) + std::string(extra);
+}
 
-// kMinimal with `extra` inserted as line 2, i.e. at top level before the first table.
+// kMinimalManifest with `extra` inserted as line 2, i.e. at top level before the first table.
 std::string WithTopLevel(std::string_view extra) {
-  std::string manifest = kMinimal;
+  std::string manifest = kMinimalManifest;
   manifest.insert(manifest.find('\n') + 1, extra);
   return manifest;
 }
@@ -108,7 +101,7 @@ TEST(ManifestTest, SeedCompleteExampleParsesEveryField) {
 }
 
 TEST(ManifestTest, MinimalManifestDefaults) {
-  absl::StatusOr<AdapterDeclaration> parsed = Parse(kMinimal);
+  absl::StatusOr<AdapterDeclaration> parsed = Parse(kMinimalManifest);
   ASSERT_TRUE(IsOk(parsed));
   EXPECT_EQ(parsed->display_name, "");
   EXPECT_TRUE(parsed->start.args.empty());
@@ -251,7 +244,7 @@ TEST(ManifestTest, ContractVersionChecks) {
                               "adapter.toml:1:20: invalid contract_version '1.0': expected strict "
                               "semver X.Y.Z"));
   EXPECT_TRUE(ManifestInvalid(Parse("contract_version = \"v1.0.0\"\n"), "'v1.0.0'"));
-  std::string prerelease = kMinimal;
+  std::string prerelease = kMinimalManifest;
   prerelease.replace(prerelease.find("1.0.0"), 5, "1.0.0-rc.1+build.5");
   absl::StatusOr<AdapterDeclaration> parsed = Parse(prerelease);
   ASSERT_TRUE(IsOk(parsed));
@@ -259,7 +252,7 @@ TEST(ManifestTest, ContractVersionChecks) {
 }
 
 TEST(ManifestTest, ForeignMajorFailsWithTheExactSeedMessage) {
-  std::string manifest = kMinimal;
+  std::string manifest = kMinimalManifest;
   manifest.replace(manifest.find("1.0.0"), 5, "2.1.0");
   absl::StatusOr<AdapterDeclaration> parsed = Parse(manifest);
   ASSERT_TRUE(
@@ -298,7 +291,7 @@ struct KeyCase {
 TEST(ManifestTest, UnknownKeysAreRejectedAtEveryLevelWithPosition) {
   const KeyCase cases[] = {
       {"top level", WithTopLevel("foo = 1\n"), "adapter.toml:2:1: unknown key 'foo' at top level"},
-      {"adapter", std::string(kMinimal).insert(37, "knd = \"x\"\n"),
+      {"adapter", std::string(kMinimalManifest).insert(37, "knd = \"x\"\n"),
        "adapter.toml:3:1: unknown key 'knd' in [adapter] (allowed: kind, name)"},
       {"lifecycle op", With("[lifecycle.restart]\nexec = \"x\"\n"),
        "unknown key 'restart' in [lifecycle]: unknown lifecycle op (allowed: start, stop, "
@@ -311,7 +304,7 @@ TEST(ManifestTest, UnknownKeysAreRejectedAtEveryLevelWithPosition) {
       {"os", With("[capabilities.interaction]\nfreebsd = \"guaranteed\"\n"),
        "adapter.toml:11:1: unknown key 'freebsd' in [capabilities.interaction]: unknown OS"},
       {"metering", With("[metering.extra]\n"), "unknown key 'extra' in [metering]"},
-      {"metering upstream", std::string(kMinimal) + "upstream_base_url = \"http://x\"\n",
+      {"metering upstream", std::string(kMinimalManifest) + "upstream_base_url = \"http://x\"\n",
        "unknown key 'upstream_base_url' in [metering] (allowed: source)"},
       {"interaction", With("[interaction]\nchanel = \"stdio\"\n"),
        "adapter.toml:11:1: unknown key 'chanel' in [interaction] (allowed: channel)"},
@@ -395,7 +388,8 @@ TEST(ManifestTest, TypeChecksCarryPositions) {
        "\"guaranteed\"\nmetering = \"self-reported\"\n",
        "[capabilities.pause]: unknown OS"},
       {"source not string",
-       std::string(kMinimal).replace(std::string(kMinimal).find("\"self-reported\""), 15, "1"),
+       std::string(kMinimalManifest)
+           .replace(std::string(kMinimalManifest).find("\"self-reported\""), 15, "1"),
        "'source' in [metering] must be a string, got integer"},
       {"interaction not table", WithTopLevel("interaction = \"stdio\"\n"),
        "adapter.toml:2:15: [interaction] must be a table, got string"},
@@ -417,7 +411,7 @@ TEST(ManifestTest, ClosedEnumsRejectUnknownValues) {
                               "adapter.toml:11:9: 'linux' in [capabilities.interaction]: invalid "
                               "support level 'sometimes': expected one of guaranteed, "
                               "best-effort, unsupported"));
-  std::string metering = kMinimal;
+  std::string metering = kMinimalManifest;
   metering.replace(metering.find("self-reported"), 13, "proxy");
   EXPECT_TRUE(ManifestInvalid(Parse(metering),
                               "adapter.toml:9:10: 'source' in [metering]: "
@@ -504,7 +498,7 @@ lifecycle.start.exec = "x"
 capabilities.pause.linux = "guaranteed"
 metering.source = "self-reported"
 )");
-  absl::StatusOr<AdapterDeclaration> tables = Parse(kMinimal);
+  absl::StatusOr<AdapterDeclaration> tables = Parse(kMinimalManifest);
   ASSERT_TRUE(IsOk(dotted));
   ASSERT_TRUE(IsOk(tables));
   EXPECT_EQ(*dotted, *tables);
