@@ -6,11 +6,68 @@
 #include <atomic>
 #include <sstream>
 
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "kit_internal.h"
+#include "ktesio/contract/json.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::tck::internal {
+namespace {
+
+// A top-level string field of an event payload (a JSON object): "" when the payload is not an
+// object or the field is absent or not a string.
+std::string JsonField(const std::string& json, std::string_view key) {
+  const std::optional<c::json::Value> payload = c::json::Parse(json);
+  const c::json::Value* field = payload.has_value() ? payload->Find(key) : nullptr;
+  if (field == nullptr || field->kind != c::json::Kind::kString) {
+    return "";
+  }
+  return field->text;
+}
+
+// The [capabilities.*] tables of `d`: its declared entries only.
+std::string CapabilitiesToml(const c::AdapterDeclaration& d) {
+  std::ostringstream m;
+  for (c::Capability capability : c::kAllCapabilities) {
+    bool any = false;
+    for (c::Os os : c::kAllOses) {
+      any = any || d.capabilities.HasEntry(capability, os);
+    }
+    if (!any) {
+      continue;
+    }
+    m << "[capabilities." << c::CapabilityName(capability) << "]\n";
+    for (c::Os os : c::kAllOses) {
+      if (d.capabilities.HasEntry(capability, os)) {
+        m << c::OsName(os) << " = "
+          << TomlString(Str(c::SupportLevelName(d.capabilities.Project(capability, os)))) << "\n";
+      }
+    }
+  }
+  return m.str();
+}
+
+// The [config.*] tables of `d`: its config mapping.
+std::string ConfigToml(const c::AdapterDeclaration& d) {
+  std::ostringstream m;
+  for (const auto& [key, target] : d.config) {
+    m << "[config." << TomlString(key) << "]\n";
+    switch (target.kind) {
+      case c::ConfigTarget::Kind::kEnv:
+        m << "env = " << TomlString(target.env) << "\n";
+        break;
+      case c::ConfigTarget::Kind::kFlag:
+        m << "flag = " << TomlString(target.flag) << "\n";
+        break;
+      case c::ConfigTarget::Kind::kFile:
+        m << "file = { path = " << TomlString(target.file_path)
+          << ", key = " << TomlString(target.file_key) << " }\n";
+        break;
+    }
+  }
+  return m.str();
+}
+
+}  // namespace
 
 Kit::Kit(const Options& options, c::AdapterDeclaration declaration)
     : options_(options), d_(std::move(declaration)) {
@@ -25,42 +82,47 @@ Kit::Kit(const Options& options, c::AdapterDeclaration declaration)
 }
 
 SectionResult Kit::Run(const std::string& section) {
-  SectionResult result{section, kPass, ""};
+  SectionResult result{section, kFail, ""};
   Deadline deadline(options_.section_timeout);
   deadline_ = &deadline;
-  try {
-    std::pair<std::string, std::string> outcome = Dispatch(section);
-    result.status = outcome.first;
-    result.reason = outcome.second;
-  } catch (const Fail& f) {
-    result.status = kFail;
-    result.reason = f.reason;
-  } catch (const std::exception& e) {
-    result.status = kFail;
-    result.reason = std::string("the section threw: ") + e.what();
-  } catch (...) {
-    result.status = kFail;
-    result.reason = "the section threw an unknown exception";
+  absl::StatusOr<Outcome> outcome = Dispatch(section);
+  if (outcome.ok()) {
+    result.status = std::move(outcome->first);
+    result.reason = std::move(outcome->second);
+  } else {
+    result.reason = std::string(outcome.status().message());
   }
   Cleanup();
-  if (!argv_file_.empty()) unlink(argv_file_.c_str());
+  if (!argv_file_.empty()) {
+    unlink(argv_file_.c_str());
+  }
   argv_file_.clear();
   provider_.reset();
   deadline_ = nullptr;
-  if (result.status == kPass) result.reason.clear();
+  if (result.status == kPass) {
+    result.reason.clear();
+  }
   return result;
 }
 
-Kit::Outcome Kit::Dispatch(const std::string& section) {
-  if (section == "capability_edges") return CapabilityEdges();
-  if (section == "lifecycle") return Lifecycle();
-  if (section == "pause") return Pause();
-  if (section == "config_mapping") return ConfigMapping();
-  if (section == "metering_self_reported") return MeteringSelfReported();
-  if (section == "metering_engine_observed") return MeteringEngineObserved();
-  if (section == "memory") return Memory();
-  if (section == "interaction") return Interaction();
-  return {kFail, "unknown section '" + section + "'"};
+absl::StatusOr<Kit::Outcome> Kit::Dispatch(const std::string& section) {
+  using SectionFn = absl::StatusOr<Outcome> (Kit::*)();
+  static constexpr std::pair<std::string_view, SectionFn> kSections[] = {
+      {"capability_edges", &Kit::CapabilityEdges},
+      {"lifecycle", &Kit::Lifecycle},
+      {"pause", &Kit::Pause},
+      {"config_mapping", &Kit::ConfigMapping},
+      {"metering_self_reported", &Kit::MeteringSelfReported},
+      {"metering_engine_observed", &Kit::MeteringEngineObserved},
+      {"memory", &Kit::Memory},
+      {"interaction", &Kit::Interaction},
+  };
+  for (const auto& [id, run] : kSections) {
+    if (section == id) {
+      return (this->*run)();
+    }
+  }
+  return Outcome{kFail, "unknown section '" + section + "'"};
 }
 
 std::string Kit::NewName(const std::string& section) {
@@ -83,49 +145,28 @@ std::string Kit::ProbeManifest(const std::vector<std::string>& args, bool keep_c
   m << "contract_version = \"1.0.0\"\n[adapter]\nkind = " << TomlString(d_.kind) << "\n";
   if (argv_file_.empty()) {
     m << "[lifecycle.start]\nexec = " << TomlString(options_.probe_path) << "\nargs = [";
-    for (size_t i = 0; i < args.size(); ++i) m << (i ? ", " : "") << TomlString(args[i]);
+    for (size_t i = 0; i < args.size(); ++i) {
+      m << (i ? ", " : "") << TomlString(args[i]);
+    }
     m << "]\n";
   } else {
     // Flag targets are appended to argv, and the probe refuses unknown flags: a /bin/sh
     // wrapper records the appended tokens ("$@") to argv_file_, then execs the probe (same
     // pid, same environment) without them.
     std::string script = "printf '%s\\0' \"$@\" > '" + argv_file_ + "'; exec \"$0\"";
-    for (const std::string& a : args) script += " '" + a + "'";
+    for (const std::string& a : args) {
+      script += " '" + a + "'";
+    }
     m << "[lifecycle.start]\nexec = \"/bin/sh\"\nargs = [\"-c\", " << TomlString(script) << ", "
       << TomlString(options_.probe_path) << "]\n";
   }
-  for (c::Capability capability : c::kAllCapabilities) {
-    bool any = false;
-    for (c::Os os : c::kAllOses) any = any || d_.capabilities.HasEntry(capability, os);
-    if (!any) continue;
-    m << "[capabilities." << c::CapabilityName(capability) << "]\n";
-    for (c::Os os : c::kAllOses) {
-      if (d_.capabilities.HasEntry(capability, os)) {
-        m << c::OsName(os) << " = "
-          << TomlString(Str(c::SupportLevelName(d_.capabilities.Project(capability, os)))) << "\n";
-      }
-    }
-  }
+  m << CapabilitiesToml(d_);
   m << "[metering]\nsource = "
     << TomlString(Str(c::MeteringSourceName(metering.value_or(d_.metering)))) << "\n";
   m << "[interaction]\nchannel = " << TomlString(Str(c::InteractionChannelName(d_.channel)))
     << "\n";
   if (keep_config) {
-    for (const auto& [key, target] : d_.config) {
-      m << "[config." << TomlString(key) << "]\n";
-      switch (target.kind) {
-        case c::ConfigTarget::Kind::kEnv:
-          m << "env = " << TomlString(target.env) << "\n";
-          break;
-        case c::ConfigTarget::Kind::kFlag:
-          m << "flag = " << TomlString(target.flag) << "\n";
-          break;
-        case c::ConfigTarget::Kind::kFile:
-          m << "file = { path = " << TomlString(target.file_path)
-            << ", key = " << TomlString(target.file_key) << " }\n";
-          break;
-      }
-    }
+    m << ConfigToml(d_);
   }
   return m.str();
 }
@@ -150,20 +191,23 @@ grpc::Status Kit::RegisterManifest(const std::string& name, const std::string& m
   grpc::Status status = agents_->RegisterAgent(Ctx().get(), request, &response);
   if (status.ok()) {
     created_.push_back(name);
-    if (out != nullptr) *out = response.instance();
+    if (out != nullptr) {
+      *out = response.instance();
+    }
   }
   return status;
 }
 
-void Kit::MustRegisterProbe(const std::string& name, const std::vector<std::string>& args,
-                            std::optional<c::MeteringSource> metering) {
+absl::Status Kit::RegisterProbe(const std::string& name, const std::vector<std::string>& args,
+                                std::optional<c::MeteringSource> metering) {
   grpc::Status status = RegisterManifest(name, ProbeManifest(args, true, metering));
   if (!status.ok()) {
-    throw Fail("registering the probe under the subject's declaration failed: " + Describe(status));
+    return RpcFailed(status, "registering the probe under the subject's declaration");
   }
+  return absl::OkStatus();
 }
 
-grpc::Status Kit::RegisterSubject(const std::string& name, v1::RegisterAgentResponse* response) {
+absl::Status Kit::RegisterSubject(const std::string& name, v1::RegisterAgentResponse* response) {
   v1::RegisterAgentRequest request;
   request.set_name(name);
   if (!options_.builtin_kind.empty()) {
@@ -173,42 +217,56 @@ grpc::Status Kit::RegisterSubject(const std::string& name, v1::RegisterAgentResp
     request.mutable_manifest()->set_path(options_.manifest_path);
   }
   grpc::Status status = agents_->RegisterAgent(Ctx().get(), request, response);
-  if (status.ok()) created_.push_back(name);
-  return status;
+  if (!status.ok()) {
+    return RpcFailed(status, "registering the subject");
+  }
+  created_.push_back(name);
+  return absl::OkStatus();
 }
 
-void Kit::MustRegisterSubject(const std::string& name) {
+absl::Status Kit::RegisterSubjectToRun(const std::string& name) {
   v1::RegisterAgentResponse response;
-  grpc::Status status = RegisterSubject(name, &response);
-  if (!status.ok()) throw Fail("registering the subject failed: " + Describe(status));
-  if (d_.metering == c::MeteringSource::kEngineObserved) {
-    // An engine-observed instance needs an upstream to start; the kit's provider answers any
-    // model call the subject makes with a known usage.
-    if (!provider_) provider_ = std::make_unique<LoopbackProvider>();
-    if (provider_->port() == 0) throw Fail("cannot listen on 127.0.0.1 for the kit's provider");
-    MustSetConfig(name, "metering.upstream_base_url",
-                  "http://127.0.0.1:" + std::to_string(provider_->port()) + "/v1");
+  KT_RETURN_IF_ERROR(RegisterSubject(name, &response));
+  if (d_.metering != c::MeteringSource::kEngineObserved) {
+    return absl::OkStatus();
   }
+  // An engine-observed instance needs an upstream to start; the kit's provider answers any
+  // model call the subject makes with a known usage.
+  if (provider_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<LoopbackProvider>> provider = LoopbackProvider::Start();
+    if (!provider.ok()) {
+      return absl::UnavailableError("cannot listen on 127.0.0.1 for the kit's provider");
+    }
+    provider_ = *std::move(provider);
+  }
+  return SetConfig(name, "metering.upstream_base_url",
+                   "http://127.0.0.1:" + std::to_string(provider_->port()) + "/v1");
 }
 
-void Kit::MustRegisterAgent(const std::string& name, const std::vector<std::string>& probe_args) {
+absl::Status Kit::RegisterAgent(const std::string& name,
+                                const std::vector<std::string>& probe_args) {
   if (subject_mode()) {
-    MustRegisterSubject(name);
-  } else {
-    MustRegisterProbe(name, probe_args);
+    return RegisterSubjectToRun(name);
   }
+  return RegisterProbe(name, probe_args);
 }
 
 long long Kit::OutputLines(const std::string& name, std::string* last) {
   v1::ReadLogsRequest request;
   request.mutable_filter()->set_name(name);
   v1::ReadLogsResponse response;
-  if (!logs_->ReadLogs(Ctx(milliseconds(5000)).get(), request, &response).ok()) return -1;
+  if (!logs_->ReadLogs(Ctx(milliseconds(5000)).get(), request, &response).ok()) {
+    return -1;
+  }
   long long count = 0;
   for (const v1::LogLine& line : response.lines()) {
-    if (line.stream() == v1::LOG_STREAM_ENGINE) continue;
+    if (line.stream() == v1::LOG_STREAM_ENGINE) {
+      continue;
+    }
     ++count;
-    if (last != nullptr) *last = line.text();
+    if (last != nullptr) {
+      *last = line.text();
+    }
   }
   return count;
 }
@@ -223,12 +281,14 @@ std::optional<v1::AgentInstance> Kit::Get(const std::string& name) {
   return response.instance();
 }
 
-v1::AgentInstance Kit::MustGet(const std::string& name) {
+absl::StatusOr<v1::AgentInstance> Kit::GetInstance(const std::string& name) {
   v1::GetAgentRequest request;
   request.set_name(name);
   v1::GetAgentResponse response;
   grpc::Status status = agents_->GetAgent(Ctx().get(), request, &response);
-  if (!status.ok()) throw Fail("GetAgent " + name + " failed: " + Describe(status));
+  if (!status.ok()) {
+    return RpcFailed(status, "GetAgent " + name);
+  }
   return response.instance();
 }
 
@@ -238,40 +298,42 @@ grpc::Status Kit::Start(const std::string& name, v1::StartAgentResponse* respons
   return agents_->StartAgent(Ctx(milliseconds(20000)).get(), request, response);
 }
 
-v1::AgentInstance Kit::MustStartRunning(const std::string& name) {
+absl::StatusOr<v1::AgentInstance> Kit::StartRunning(const std::string& name) {
   v1::StartAgentResponse response;
   grpc::Status status = Start(name, &response);
-  if (!status.ok()) throw Fail("StartAgent " + name + " failed: " + Describe(status));
+  if (!status.ok()) {
+    return RpcFailed(status, "StartAgent " + name);
+  }
   v1::AgentInstance instance;
   bool running = deadline_->WaitFor(
       [&] {
         auto got = Get(name);
-        if (got) instance = *got;
+        if (got) {
+          instance = *got;
+        }
         return got && got->state() == v1::AGENT_STATE_RUNNING && got->has_pid();
       },
       milliseconds(15000));
   if (!running) {
-    throw Fail("the agent did not reach running after start (state " + StateName(instance.state()) +
-               ", cause '" + instance.cause() + "')");
+    return absl::DeadlineExceededError("the agent did not reach running after start (state " +
+                                       StateName(instance.state()) + ", cause '" +
+                                       instance.cause() + "')");
   }
   return instance;
 }
 
-void Kit::MustSetConfig(const std::string& name, const std::string& key, const std::string& value) {
-  grpc::Status status = SetConfig(name, key, value);
-  if (!status.ok()) {
-    throw Fail("SetConfig " + key + "=" + value + " failed: " + Describe(status));
-  }
-}
-
-grpc::Status Kit::SetConfig(const std::string& name, const std::string& key,
+absl::Status Kit::SetConfig(const std::string& name, const std::string& key,
                             const std::string& value) {
   v1::SetConfigRequest request;
   request.set_name(name);
   request.set_key(key);
   request.set_value(value);
   v1::SetConfigResponse response;
-  return config_->SetConfig(Ctx().get(), request, &response);
+  grpc::Status status = config_->SetConfig(Ctx().get(), request, &response);
+  if (!status.ok()) {
+    return RpcFailed(status, "SetConfig " + key + "=" + value);
+  }
+  return absl::OkStatus();
 }
 
 void Kit::Cleanup() {
@@ -293,7 +355,9 @@ std::vector<std::pair<std::string, std::string>> Kit::Transitions(const std::str
                                                                   const std::string& until) {
   std::vector<std::pair<std::string, std::string>> out;
   WatchEvents(name, milliseconds(5000), [&](const v1::Event& event) {
-    if (event.type() != "transition") return false;
+    if (event.type() != "transition") {
+      return false;
+    }
     out.emplace_back(JsonField(event.payload_json(), "prior_state"),
                      JsonField(event.payload_json(), "new_state"));
     return out.back().second == until;
@@ -322,20 +386,6 @@ bool Kit::WatchEvents(const std::string& name, milliseconds cap,
   ctx.TryCancel();
   reader->Finish();  // a cancelled or expired stream is expected here
   return done;
-}
-
-// A top-level string field of an event payload, read with protobuf's JSON parser (the payload
-// is a JSON object): "" when the payload is not an object or the field is absent or not a string.
-std::string Kit::JsonField(const std::string& json, const std::string& key) {
-  google::protobuf::Struct payload;
-  if (!google::protobuf::util::JsonStringToMessage(json, &payload).ok()) {
-    return "";
-  }
-  const auto field = payload.fields().find(key);
-  if (field == payload.fields().end() || !field->second.has_string_value()) {
-    return "";
-  }
-  return field->second.string_value();
 }
 
 }  // namespace ktesio::tck::internal

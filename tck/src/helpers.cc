@@ -65,10 +65,19 @@ std::string Describe(const grpc::Status& status) {
          status.error_message();
 }
 
+absl::Status RpcFailed(const grpc::Status& status, std::string_view doing) {
+  // absl::StatusCode and grpc::StatusCode share their numbering.
+  const auto code =
+      status.ok() ? absl::StatusCode::kUnknown : static_cast<absl::StatusCode>(status.error_code());
+  return absl::Status(code, std::string(doing) + " failed: " + Describe(status));
+}
+
 std::string StateName(v1::AgentState state) {
   std::string name = v1::AgentState_Name(state);
   const std::string prefix = "AGENT_STATE_";
-  if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+  if (name.rfind(prefix, 0) == 0) {
+    name = name.substr(prefix.size());
+  }
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   return name;
@@ -113,13 +122,19 @@ std::string QuoteDeclared(const c::AdapterDeclaration& d, c::Capability capabili
 char ProcState(long long pid) {
   std::string text = ReadFile("/proc/" + std::to_string(pid) + "/stat");
   size_t paren = text.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= text.size()) return 0;
+  if (paren == std::string::npos || paren + 2 >= text.size()) {
+    return 0;
+  }
   return text[paren + 2];
 }
 
 bool ProcessGone(long long pid) {
-  if (pid <= 0) return true;
-  if (kill(static_cast<pid_t>(pid), 0) != 0) return true;
+  if (pid <= 0) {
+    return true;
+  }
+  if (kill(static_cast<pid_t>(pid), 0) != 0) {
+    return true;
+  }
   char state = ProcState(pid);
   return state == 0 || state == 'Z' || state == 'X';
 }
@@ -128,21 +143,29 @@ std::string TomlString(const std::string& s) { return ::ktesio::contract::QuoteT
 
 std::string Join(const std::vector<std::string>& parts) {
   std::string out;
-  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  for (const std::string& p : parts) {
+    out += (out.empty() ? "" : "; ") + p;
+  }
   return out;
 }
 
 std::chrono::system_clock::time_point Deadline::Rpc(milliseconds cap) const {
   auto left = std::chrono::duration_cast<milliseconds>(end_ - Clock::now());
-  if (left < milliseconds(200)) left = milliseconds(200);
+  if (left < milliseconds(200)) {
+    left = milliseconds(200);
+  }
   return std::chrono::system_clock::now() + std::min(left, cap);
 }
 
 bool Deadline::WaitFor(const std::function<bool()>& condition, milliseconds cap) const {
   const auto end = std::min(end_, Clock::now() + cap);
   while (true) {
-    if (condition()) return true;
-    if (Clock::now() >= end) return false;
+    if (condition()) {
+      return true;
+    }
+    if (Clock::now() >= end) {
+      return false;
+    }
     std::this_thread::sleep_for(milliseconds(50));
   }
 }

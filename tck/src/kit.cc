@@ -73,7 +73,9 @@ std::string ReportJson(const Report& report) {
   for (const SectionResult& s : report.sections) {
     json.BeginObject().Key("section").String(s.section).Key("result").BeginObject();
     json.Key("status").String(s.status);
-    if (s.status != kPass) json.Key("reason").String(s.reason);
+    if (s.status != kPass) {
+      json.Key("reason").String(s.reason);
+    }
     json.EndObject().EndObject();
   }
   json.EndArray();
@@ -88,7 +90,9 @@ std::string ReportJson(const Report& report) {
 
 bool Conformant(const Report& report) {
   for (const SectionResult& s : report.sections) {
-    if (s.status == kFail) return false;
+    if (s.status == kFail) {
+      return false;
+    }
   }
   return true;
 }

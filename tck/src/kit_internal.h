@@ -5,7 +5,6 @@
 // surface is ktesio/tck/kit.h.
 
 #include <chrono>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -16,6 +15,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/tck/kit.h"
 #include "ktesio/v1/agent.grpc.pb.h"
@@ -44,6 +45,9 @@ std::string ReadFile(const std::string& path);
 std::string ErrorReason(const grpc::Status& status);
 // "FAILED_PRECONDITION/CAPABILITY_UNSUPPORTED: message".
 std::string Describe(const grpc::Status& status);
+// `status` (not OK) as an absl::Status with the same code and the message
+// "<doing> failed: <Describe(status)>".
+absl::Status RpcFailed(const grpc::Status& status, std::string_view doing);
 // "running" for AGENT_STATE_RUNNING.
 std::string StateName(v1::AgentState state);
 std::string LevelName(v1::SupportLevel level);
@@ -73,13 +77,6 @@ class Deadline {
   Clock::time_point end_;
 };
 
-// Thrown inside a section to end it as `fail` with `reason`.
-struct Fail : std::exception {
-  explicit Fail(std::string r) : reason(std::move(r)) {}
-  const char* what() const noexcept override { return reason.c_str(); }
-  std::string reason;
-};
-
 // What a launched agent received: its environment, argv and Agent Home.
 struct Delivery {
   std::string agent;    // subject mode: "pid 123 (sh)", the process the engine launched
@@ -100,18 +97,24 @@ struct Delivery {
 
 // Runs sections against one daemon for one subject declaration. Not thread-safe; one section
 // at a time.
+//
+// Errors: a section returns its verdict as an Outcome, or a non-OK status when a step it depends
+// on failed (an RPC, the agent never reaching running, /proc unreadable); Run() reports such a
+// status as `fail` with the status message as the reason. The helpers below that return
+// absl::Status carry that reason as the message, with the failed RPC's code or the one named.
 class Kit {
  public:
   Kit(const Options& options, c::AdapterDeclaration declaration);
 
-  // Runs one section within the section budget; never throws. Instances the section
-  // registered are removed (force, home deleted) before it returns.
+  // Runs one section within the section budget. Instances the section registered are removed
+  // (force, home deleted) before it returns.
   SectionResult Run(const std::string& section);
 
  private:
+  // (status, reason): kPass with "", or kFail / kNotApplicable with why.
   using Outcome = std::pair<std::string, std::string>;
 
-  Outcome Dispatch(const std::string& section);
+  absl::StatusOr<Outcome> Dispatch(const std::string& section);
 
   // --- API wrappers (client.cc) ---
   std::string NewName(const std::string& section);
@@ -122,25 +125,32 @@ class Kit {
   void UseArgvWrapperIfFlags(const std::string& name);
   grpc::Status RegisterManifest(const std::string& name, const std::string& manifest,
                                 v1::AgentInstance* out = nullptr);
-  void MustRegisterProbe(
+  // Registers the probe under the synthesized manifest; the RegisterAgent error otherwise.
+  absl::Status RegisterProbe(
       const std::string& name, const std::vector<std::string>& args,
       std::optional<c::MeteringSource> metering = c::MeteringSource::kSelfReported);
-  // Registers the subject itself (its manifest or builtin kind) as `name`.
-  grpc::Status RegisterSubject(const std::string& name, v1::RegisterAgentResponse* response);
+  // Registers the subject itself (its manifest or builtin kind) as `name`; the RegisterAgent
+  // error otherwise.
+  absl::Status RegisterSubject(const std::string& name, v1::RegisterAgentResponse* response);
   // Subject mode: registers the subject itself; when it is engine-observed, also points its
-  // metering.upstream_base_url at a kit-run loopback provider so it can start.
-  void MustRegisterSubject(const std::string& name);
+  // metering.upstream_base_url at a kit-run loopback provider so it can start (UNAVAILABLE when
+  // that provider cannot listen).
+  absl::Status RegisterSubjectToRun(const std::string& name);
   // The subject itself in subject mode, else the probe with `probe_args`.
-  void MustRegisterAgent(const std::string& name, const std::vector<std::string>& probe_args);
+  absl::Status RegisterAgent(const std::string& name, const std::vector<std::string>& probe_args);
   bool subject_mode() const { return options_.subject_program; }
   // Captured agent-out and agent-err lines of `name` (engine lines excluded); -1 on error.
   long long OutputLines(const std::string& name, std::string* last = nullptr);
+  // `name`'s instance, or nullopt when GetAgent fails (for polling).
   std::optional<v1::AgentInstance> Get(const std::string& name);
-  v1::AgentInstance MustGet(const std::string& name);
+  // `name`'s instance; the GetAgent error otherwise.
+  absl::StatusOr<v1::AgentInstance> GetInstance(const std::string& name);
   grpc::Status Start(const std::string& name, v1::StartAgentResponse* response);
-  v1::AgentInstance MustStartRunning(const std::string& name);
-  void MustSetConfig(const std::string& name, const std::string& key, const std::string& value);
-  grpc::Status SetConfig(const std::string& name, const std::string& key, const std::string& value);
+  // Starts `name` and waits (15 s at most) for it to be running with a pid: the StartAgent
+  // error, or DEADLINE_EXCEEDED naming the state and cause it reached instead.
+  absl::StatusOr<v1::AgentInstance> StartRunning(const std::string& name);
+  // The SetConfig error, or OK.
+  absl::Status SetConfig(const std::string& name, const std::string& key, const std::string& value);
   void Cleanup();
   // Replays `name`'s events from cursor 0 and then follows live ones, calling `seen` for each
   // until it returns true or `cap` runs out. True when `seen` ended the watch.
@@ -149,28 +159,37 @@ class Kit {
   // Transition events of `name` (prior_state, new_state), replayed from cursor 0 until `until`.
   std::vector<std::pair<std::string, std::string>> Transitions(const std::string& name,
                                                                const std::string& until);
-  static std::string JsonField(const std::string& json, const std::string& key);
 
   // --- delivery observation (sections/config_mapping.cc) ---
   static std::optional<std::string> ValueFor(const std::string& key, int n);
-  Delivery ReadDelivery(const v1::AgentInstance& instance);
+  // What the running `instance` received; PERMISSION_DENIED when its /proc entries cannot be
+  // read (the kit must run as the daemon's user on its host).
+  absl::StatusOr<Delivery> ReadDelivery(const v1::AgentInstance& instance);
   static std::string CheckDelivered(const Delivery& got, const std::string& key,
                                     const c::ConfigTarget& target, const std::string& value);
 
   // --- sections (sections/*.cc) ---
-  Outcome CapabilityEdges();
-  Outcome Lifecycle();
-  Outcome LifecycleCrashLeg();
-  Outcome Pause();
+  absl::StatusOr<Outcome> CapabilityEdges();
+  absl::StatusOr<Outcome> Lifecycle();
+  absl::StatusOr<Outcome> LifecycleCrashLeg();
+  absl::StatusOr<Outcome> Pause();
+  Outcome PauseGuaranteed(const std::string& name, long long pid, bool chatty,
+                          const std::string& quoted);
+  absl::StatusOr<Outcome> PauseBestEffort(const std::string& name);
   Outcome ProbeFreeze(long long pid, const std::string& quoted);
   Outcome SubjectFreeze(const std::string& name, long long pid, const std::string& quoted);
-  Outcome ConfigMapping();
-  Outcome MeteringSelfReported();
-  Outcome SubjectReportsUsage(const std::string& name);
+  absl::StatusOr<Outcome> ConfigMapping();
+  absl::StatusOr<Outcome> MeteringSelfReported();
+  absl::StatusOr<Outcome> SubjectReportsUsage(const std::string& name);
   std::string WhyNoUsage(const std::string& name);
-  Outcome MeteringEngineObserved();
-  Outcome Memory();
-  Outcome Interaction();
+  absl::StatusOr<Outcome> MeteringEngineObserved();
+  Outcome ProxiedCallsMetered(const std::string& name, const std::string& proxy_url,
+                              const LoopbackProvider& provider);
+  absl::StatusOr<Outcome> Memory();
+  absl::StatusOr<Outcome> MemoryDirDelivered(const std::string& name, const std::string& dir,
+                                             const c::ConfigTarget& target);
+  absl::StatusOr<Outcome> Interaction();
+  bool HasOutputLine(const std::string& name, const std::string& want);
 
   const Options& options_;
   c::AdapterDeclaration d_;

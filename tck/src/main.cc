@@ -3,45 +3,102 @@
 // program where a section allows it. Exit 0 iff no section failed; 2 usage; 1 when the daemon
 // cannot be reached or started.
 
-#include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
-#include <thread>
+#include <string_view>
+#include <utility>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ktesio/contract/status_macros.h"
 #include "ktesio/tck/kit.h"
-#include "ktesio/v1/system.grpc.pb.h"
+#include "private_daemon.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using ktesio::tck::Options;
+using ktesio::tck::PrivateDaemon;
 using ktesio::tck::Report;
 
 constexpr char kUsage[] =
     "usage: ktesio-tck (--manifest DIR_OR_FILE | --kind BUILTIN) [--json] [--socket PATH]\n"
     "                  [--section ID ...] [--probe PATH] [--subject-program]\n";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+// The command line.
+struct Args {
+  Options options;  // sections and subject_program set by ParseArgs, the rest by Resolve*
+  std::string manifest;
+  std::string kind;
+  std::string socket;
+  std::string probe;
+  bool json = false;
+  bool help = false;
+};
+
+// --- argument parsing ----------------------------------------------------------------------------
+
+// Adds `section` to the selection; INVALID_ARGUMENT naming the known ones when it is unknown.
+absl::Status AddSection(const std::string& section, Options& options) {
+  const auto& all = ktesio::tck::AllSections();
+  if (std::find(all.begin(), all.end(), section) == all.end()) {
+    std::string known;
+    for (const std::string& s : all) {
+      known += (known.empty() ? "" : ", ") + s;
+    }
+    return absl::InvalidArgumentError("unknown section '" + section + "' (sections: " + known +
+                                      ")");
+  }
+  options.sections.push_back(section);
+  return absl::OkStatus();
 }
+
+// Parses argv, in order; stops at --help. INVALID_ARGUMENT (the usage error) otherwise.
+absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
+  Args args;
+  std::string section;
+  const std::pair<std::string_view, std::string*> with_value[] = {
+      {"--manifest", &args.manifest}, {"--kind", &args.kind},  {"--socket", &args.socket},
+      {"--probe", &args.probe},       {"--section", &section},
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      args.help = true;
+      return args;
+    }
+    if (arg == "--json" || arg == "--subject-program") {
+      (arg == "--json" ? args.json : args.options.subject_program) = true;
+      continue;
+    }
+    const auto* flag = std::find_if(std::begin(with_value), std::end(with_value),
+                                    [&](const auto& f) { return f.first == arg; });
+    if (flag == std::end(with_value)) {
+      return absl::InvalidArgumentError("unknown argument '" + arg + "'");
+    }
+    if (i + 1 >= argc) {
+      return absl::InvalidArgumentError(arg + " needs a value");
+    }
+    *flag->second = argv[++i];
+    if (flag->second == &section) {
+      KT_RETURN_IF_ERROR(AddSection(section, args.options));
+    }
+  }
+  return args;
+}
+
+// --- resolving the subject, the probe and the daemon ---------------------------------------------
 
 std::string SelfDir() {
   std::error_code ec;
@@ -51,8 +108,12 @@ std::string SelfDir() {
 
 bool IsExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
 
+// $`env` when set and not empty, else the first executable of `candidates` (canonical when it
+// can be made so), else "".
 std::string FindNear(const char* env, const std::vector<std::string>& candidates) {
-  if (const char* value = std::getenv(env); value != nullptr && *value != '\0') return value;
+  if (const char* value = std::getenv(env); value != nullptr && *value != '\0') {
+    return value;
+  }
   for (const std::string& c : candidates) {
     if (IsExecutable(c)) {
       std::error_code ec;
@@ -63,112 +124,88 @@ std::string FindNear(const char* env, const std::vector<std::string>& candidates
   return "";
 }
 
-bool DaemonAnswers(const std::string& socket) {
-  auto channel = grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials());
-  auto stub = ktesio::v1::SystemService::NewStub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  ktesio::v1::GetVersionRequest request;
-  ktesio::v1::GetVersionResponse response;
-  return stub->GetVersion(&ctx, request, &response).ok();
-}
-
-void KillLeftoverAgents(const std::string& state_dir) {
+// Fills the subject (manifest text and path, or builtin kind) and the probe's absolute path into
+// args.options. INVALID_ARGUMENT (a usage error) when the subject is not exactly one of
+// --manifest and --kind, the manifest cannot be read or no probe is found.
+absl::Status ResolveSubjectAndProbe(Args& args) {
+  Options& options = args.options;
+  if (args.manifest.empty() == args.kind.empty()) {
+    return absl::InvalidArgumentError("give exactly one of --manifest or --kind");
+  }
+  if (!args.manifest.empty()) {
+    std::error_code ec;
+    const std::string file =
+        fs::is_directory(args.manifest, ec) ? args.manifest + "/adapter.toml" : args.manifest;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      return absl::InvalidArgumentError("cannot read manifest " + file);
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    options.manifest_text = text.str();
+    options.manifest_path = file;
+  } else {
+    options.builtin_kind = args.kind;
+  }
+  const std::string self = SelfDir();
+  std::string probe = args.probe;
+  if (probe.empty()) {
+    probe = FindNear("KTESIO_PROBE",
+                     {self + "/../tests/fixtures/probe/ktesio-probe", self + "/ktesio-probe"});
+  }
+  if (probe.empty() || !IsExecutable(probe)) {
+    return absl::InvalidArgumentError(
+        "cannot find ktesio-probe (use --probe PATH or KTESIO_PROBE)");
+  }
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(state_dir + "/agents", ec)) {
-    const std::string run = entry.path().string() + "/run";
-    for (const std::string file : {"/agent.pid", "/shim.pid"}) {
-      pid_t pid = std::atoi(ReadFile(run + file).c_str());
-      if (pid <= 1) continue;
-      std::error_code ec2;
-      std::string cwd = fs::read_symlink("/proc/" + std::to_string(pid) + "/cwd", ec2).string();
-      std::string cmdline = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
-      if (cwd.rfind(state_dir, 0) == 0 || cmdline.find(state_dir) != std::string::npos) {
-        kill(file == "/agent.pid" ? -pid : pid, SIGKILL);
-      }
-    }
-  }
+  fs::path probe_abs = fs::absolute(probe, ec);
+  options.probe_path = ec ? probe : probe_abs.string();
+  return absl::OkStatus();
 }
 
-class PrivateDaemon {
- public:
-  ~PrivateDaemon() { Stop(); }
-
-  bool Start(const std::string& ktesiod, const std::string& probe, std::string* error) {
-    char tmpl[] = "/tmp/kt-tck-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
-      *error = "mkdtemp failed";
-      return false;
+// A private daemon started for this run, or nullptr when the one at `socket` answers. The
+// message to print (exit 1) otherwise.
+absl::StatusOr<std::unique_ptr<PrivateDaemon>> DaemonUnderTest(const std::string& socket,
+                                                               const std::string& probe_path) {
+  if (!socket.empty()) {
+    if (!ktesio::tck::DaemonAnswers(socket)) {
+      return absl::UnavailableError("cannot reach ktesiod at " + socket);
     }
-    dir_ = tmpl;
-    state_ = dir_ + "/state";
-    socket_ = dir_ + "/d.sock";
-    log_ = dir_ + "/ktesiod.log";
-    pid_ = fork();
-    if (pid_ < 0) {
-      *error = "fork failed";
-      return false;
-    }
-    if (pid_ == 0) {
-      int log = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-      int null = open("/dev/null", O_RDONLY);
-      dup2(null, 0);
-      dup2(log, 1);
-      dup2(log, 2);
-      setpgid(0, 0);
-      std::string probe_dir = fs::path(probe).parent_path().string();
-      const char* path = std::getenv("PATH");
-      setenv("PATH", (probe_dir + ":" + (path == nullptr ? "/usr/bin:/bin" : path)).c_str(), 1);
-      execl(ktesiod.c_str(), ktesiod.c_str(), "--state-dir", state_.c_str(), "--socket",
-            socket_.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    while (std::chrono::steady_clock::now() < end) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        *error = "ktesiod exited during startup:\n" + ReadFile(log_);
-        return false;
-      }
-      if (access(socket_.c_str(), F_OK) == 0 && DaemonAnswers(socket_)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    *error = "ktesiod did not answer within 15 s:\n" + ReadFile(log_);
-    return false;
+    return nullptr;
   }
-
-  void Stop() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      int status = 0;
-      while (waitpid(pid_, &status, WNOHANG) != pid_) {
-        if (std::chrono::steady_clock::now() >= end) {
-          kill(pid_, SIGKILL);
-          waitpid(pid_, &status, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      pid_ = -1;
-    }
-    if (!dir_.empty()) {
-      KillLeftoverAgents(state_);
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-      dir_.clear();
-    }
+  const std::string self = SelfDir();
+  std::string ktesiod = FindNear("KTESIOD", {self + "/../ktesiod/ktesiod", self + "/ktesiod"});
+  if (ktesiod.empty()) {
+    return absl::NotFoundError("cannot find ktesiod (set KTESIOD or use --socket)");
   }
+  return PrivateDaemon::Start(ktesiod, probe_path);
+}
 
-  const std::string& socket() const { return socket_; }
+// --- reporting -----------------------------------------------------------------------------------
 
- private:
-  pid_t pid_ = -1;
-  std::string dir_, state_, socket_, log_;
-};
+void PrintReport(const Report& report, bool json, bool subject_program) {
+  if (json) {
+    std::cout << ktesio::tck::ReportJson(report) << "\n";
+    return;
+  }
+  std::cout << "adapter " << report.adapter_kind << " (contract 1.0.0)"
+            << (subject_program ? ", subject's own program" : "") << "\n";
+  for (const auto& s : report.sections) {
+    std::cout << s.section << "  " << s.status;
+    if (!s.reason.empty()) {
+      std::cout << "  " << s.reason;
+    }
+    std::cout << "\n";
+  }
+  std::cout << "honor-system duties (not checked by any section): env_var_render, "
+               "self_update_pinning, config_layer_disclosure — unverified\n";
+  std::cout << (ktesio::tck::Conformant(report)
+                    ? "verdict: conformant (every machine-checkable duty exercised here held)"
+                    : "verdict: NOT conformant (at least one section failed)")
+            << "\n";
+}
 
-int Usage(const std::string& why) {
+int Usage(absl::string_view why) {
   std::cerr << "ktesio-tck: " << why << "\n" << kUsage;
   return 2;
 }
@@ -176,108 +213,27 @@ int Usage(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options options;
-  std::string manifest, kind, socket, probe;
-  bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    std::string section;
-    if (arg == "--manifest") {
-      if (!value(&manifest)) return Usage("--manifest needs a value");
-    } else if (arg == "--kind") {
-      if (!value(&kind)) return Usage("--kind needs a value");
-    } else if (arg == "--socket") {
-      if (!value(&socket)) return Usage("--socket needs a value");
-    } else if (arg == "--probe") {
-      if (!value(&probe)) return Usage("--probe needs a value");
-    } else if (arg == "--section") {
-      if (!value(&section)) return Usage("--section needs a value");
-      const auto& all = ktesio::tck::AllSections();
-      if (std::find(all.begin(), all.end(), section) == all.end()) {
-        std::string known;
-        for (const std::string& s : all) known += (known.empty() ? "" : ", ") + s;
-        return Usage("unknown section '" + section + "' (sections: " + known + ")");
-      }
-      options.sections.push_back(section);
-    } else if (arg == "--json") {
-      json = true;
-    } else if (arg == "--subject-program") {
-      options.subject_program = true;
-    } else if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else {
-      return Usage("unknown argument '" + arg + "'");
-    }
+  absl::StatusOr<Args> args = ParseArgs(argc, argv);
+  if (!args.ok()) {
+    return Usage(args.status().message());
   }
-  if (manifest.empty() == kind.empty()) return Usage("give exactly one of --manifest or --kind");
-  if (!manifest.empty()) {
-    std::string file = fs::is_directory(manifest) ? manifest + "/adapter.toml" : manifest;
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return Usage("cannot read manifest " + file);
-    std::ostringstream text;
-    text << in.rdbuf();
-    options.manifest_text = text.str();
-    options.manifest_path = file;
-  } else {
-    options.builtin_kind = kind;
+  if (args->help) {
+    std::cout << kUsage;
+    return 0;
   }
-  const std::string self = SelfDir();
-  if (probe.empty()) {
-    probe = FindNear("KTESIO_PROBE",
-                     {self + "/../tests/fixtures/probe/ktesio-probe", self + "/ktesio-probe"});
+  if (absl::Status resolved = ResolveSubjectAndProbe(*args); !resolved.ok()) {
+    return Usage(resolved.message());
   }
-  if (probe.empty() || !IsExecutable(probe)) {
-    return Usage("cannot find ktesio-probe (use --probe PATH or KTESIO_PROBE)");
+  Options& options = args->options;
+  absl::StatusOr<std::unique_ptr<PrivateDaemon>> daemon =
+      DaemonUnderTest(args->socket, options.probe_path);
+  if (!daemon.ok()) {
+    std::cerr << "ktesio-tck: " << daemon.status().message() << "\n";
+    return 1;
   }
-  std::error_code ec;
-  fs::path probe_abs = fs::absolute(probe, ec);
-  options.probe_path = ec ? probe : probe_abs.string();
-
-  PrivateDaemon daemon;
-  if (socket.empty()) {
-    std::string ktesiod = FindNear("KTESIOD", {self + "/../ktesiod/ktesiod", self + "/ktesiod"});
-    if (ktesiod.empty()) {
-      std::cerr << "ktesio-tck: cannot find ktesiod (set KTESIOD or use --socket)\n";
-      return 1;
-    }
-    std::string error;
-    if (!daemon.Start(ktesiod, options.probe_path, &error)) {
-      std::cerr << "ktesio-tck: " << error << "\n";
-      return 1;
-    }
-    options.socket_path = daemon.socket();
-  } else {
-    if (!DaemonAnswers(socket)) {
-      std::cerr << "ktesio-tck: cannot reach ktesiod at " << socket << "\n";
-      return 1;
-    }
-    options.socket_path = socket;
-  }
-
-  Report report = ktesio::tck::RunKit(options);
-  daemon.Stop();
-  const bool ok = ktesio::tck::Conformant(report);
-  if (json) {
-    std::cout << ktesio::tck::ReportJson(report) << "\n";
-  } else {
-    std::cout << "adapter " << report.adapter_kind << " (contract 1.0.0)"
-              << (options.subject_program ? ", subject's own program" : "") << "\n";
-    for (const auto& s : report.sections) {
-      std::cout << s.section << "  " << s.status;
-      if (!s.reason.empty()) std::cout << "  " << s.reason;
-      std::cout << "\n";
-    }
-    std::cout << "honor-system duties (not checked by any section): env_var_render, "
-                 "self_update_pinning, config_layer_disclosure — unverified\n";
-    std::cout << (ok ? "verdict: conformant (every machine-checkable duty exercised here held)"
-                     : "verdict: NOT conformant (at least one section failed)")
-              << "\n";
-  }
-  return ok ? 0 : 1;
+  options.socket_path = *daemon != nullptr ? (*daemon)->socket() : args->socket;
+  const Report report = ktesio::tck::RunKit(options);
+  daemon->reset();  // stopped and cleaned up before the report is printed
+  PrintReport(report, args->json, options.subject_program);
+  return ktesio::tck::Conformant(report) ? 0 : 1;
 }

@@ -18,13 +18,17 @@ namespace {
 bool ParseStat(const std::string& text, ProcInfo* out) {
   const size_t open = text.find('(');
   const size_t close = text.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close < open) return false;
+  if (open == std::string::npos || close == std::string::npos || close < open) {
+    return false;
+  }
   out->pid = std::atoll(text.substr(0, open).c_str());
   out->comm = text.substr(open + 1, close - open - 1);
   std::istringstream rest(text.substr(close + 1));
   std::string state;
   rest >> state >> out->ppid >> out->pgrp >> out->session;
-  if (!rest || state.empty()) return false;
+  if (!rest || state.empty()) {
+    return false;
+  }
   out->state = state[0];
   return out->pid > 0;
 }
@@ -40,7 +44,9 @@ std::vector<std::string> SplitNul(const std::string& text) {
       word += ch;
     }
   }
-  if (!word.empty()) out.push_back(word);
+  if (!word.empty()) {
+    out.push_back(word);
+  }
   return out;
 }
 
@@ -68,11 +74,16 @@ std::vector<long long> Descendants(const std::multimap<long long, long long>& ch
 std::vector<ProcInfo> ListProcesses() {
   std::vector<ProcInfo> out;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string base = entry.path().filename().string();
-    if (base.empty() || base.find_first_not_of("0123456789") != std::string::npos) continue;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string base = it->path().filename().string();
+    if (base.empty() || base.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
     ProcInfo info;
-    if (ParseStat(ReadFile(entry.path().string() + "/stat"), &info)) out.push_back(info);
+    if (ParseStat(ReadFile(it->path().string() + "/stat"), &info)) {
+      out.push_back(info);
+    }
   }
   return out;
 }
@@ -85,25 +96,35 @@ std::vector<ProcInfo> AgentProcesses(long long agent_pid) {
     children.emplace(p.ppid, p.pid);
   }
   auto agent = by_pid.find(agent_pid);
-  if (agent == by_pid.end() || agent->second.state == 'Z') return {};
+  if (agent == by_pid.end() || agent->second.state == 'Z') {
+    return {};
+  }
   std::vector<long long> pids = {agent_pid};
-  for (long long pid : Descendants(children, agent_pid)) pids.push_back(pid);
+  for (long long pid : Descendants(children, agent_pid)) {
+    pids.push_back(pid);
+  }
   // Session members count only when the agent leads its own session (the engine launches it
   // so); otherwise the session is someone else's and its members are not the agent's.
   if (agent->second.session == agent_pid) {
     for (const auto& [pid, p] : by_pid) {
-      if (p.session == agent_pid) pids.push_back(pid);
+      if (p.session == agent_pid) {
+        pids.push_back(pid);
+      }
     }
   }
   if (auto shim = by_pid.find(agent->second.ppid);
       shim != by_pid.end() && shim->second.comm == "ktesio-shim") {
-    for (long long pid : Descendants(children, shim->first)) pids.push_back(pid);
+    for (long long pid : Descendants(children, shim->first)) {
+      pids.push_back(pid);
+    }
   }
   std::vector<ProcInfo> out;
   std::set<long long> seen;
   for (long long pid : pids) {
     const ProcInfo& p = by_pid[pid];
-    if (p.state == 'Z' || !seen.insert(pid).second) continue;
+    if (p.state == 'Z' || !seen.insert(pid).second) {
+      continue;
+    }
     out.push_back(p);
   }
   return out;

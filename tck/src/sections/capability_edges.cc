@@ -2,19 +2,14 @@
 // declaration.
 
 #include "kit_internal.h"
+#include "ktesio/contract/status_macros.h"
 
 namespace ktesio::tck::internal {
+namespace {
 
-Kit::Outcome Kit::CapabilityEdges() {
-  const std::string name = NewName("capability_edges");
-  v1::RegisterAgentResponse registered;
-  grpc::Status status = RegisterSubject(name, &registered);
-  if (!status.ok()) return {kFail, "registering the subject failed: " + Describe(status)};
-  v1::AgentInstance instance = MustGet(name);
-  std::vector<std::string> problems;
-  if (instance.kind() != d_.kind) {
-    problems.push_back("kind persisted as '" + instance.kind() + "', declared '" + d_.kind + "'");
-  }
+// Appends where the persisted per-OS levels differ from the declaration `d`.
+void LevelProblems(const c::AdapterDeclaration& d, const v1::AgentInstance& instance,
+                   std::vector<std::string>& problems) {
   for (c::Capability capability : c::kAllCapabilities) {
     const v1::CapabilityLevels& levels = capability == c::Capability::kPause
                                              ? instance.capabilities().pause()
@@ -24,8 +19,8 @@ Kit::Outcome Kit::CapabilityEdges() {
                              : os == c::Os::kMacos ? levels.on_macos()
                                                    : levels.on_windows();
       const std::string key = Str(c::CapabilityName(capability)) + "." + Str(c::OsName(os));
-      if (d_.capabilities.HasEntry(capability, os)) {
-        v1::SupportLevel want = ToProto(d_.capabilities.Project(capability, os));
+      if (d.capabilities.HasEntry(capability, os)) {
+        v1::SupportLevel want = ToProto(d.capabilities.Project(capability, os));
         if (got != want) {
           problems.push_back(key + " persisted as " + LevelName(got) + ", declared " +
                              LevelName(want));
@@ -36,13 +31,18 @@ Kit::Outcome Kit::CapabilityEdges() {
       }
     }
   }
+}
+
+// Appends where the projection on this OS and the metering source differ from `d`.
+void ProjectionProblems(const c::AdapterDeclaration& d, const v1::AgentInstance& instance,
+                        std::vector<std::string>& problems) {
   const c::Os here = c::CurrentOs();
   if (instance.projected().os() != Str(c::OsName(here))) {
     problems.push_back("projected.os is '" + instance.projected().os() + "', expected '" +
                        Str(c::OsName(here)) + "'");
   }
-  v1::SupportLevel want_pause = ToProto(d_.capabilities.Project(c::Capability::kPause, here));
-  v1::SupportLevel want_inter = ToProto(d_.capabilities.Project(c::Capability::kInteraction, here));
+  v1::SupportLevel want_pause = ToProto(d.capabilities.Project(c::Capability::kPause, here));
+  v1::SupportLevel want_inter = ToProto(d.capabilities.Project(c::Capability::kInteraction, here));
   if (instance.projected().pause() != want_pause) {
     problems.push_back("projected pause is " + LevelName(instance.projected().pause()) +
                        ", declaration projects " + LevelName(want_pause));
@@ -51,19 +51,23 @@ Kit::Outcome Kit::CapabilityEdges() {
     problems.push_back("projected interaction is " + LevelName(instance.projected().interaction()) +
                        ", declaration projects " + LevelName(want_inter));
   }
-  v1::MeteringSource want_source = d_.metering == c::MeteringSource::kSelfReported
+  v1::MeteringSource want_source = d.metering == c::MeteringSource::kSelfReported
                                        ? v1::METERING_SOURCE_SELF_REPORTED
                                        : v1::METERING_SOURCE_ENGINE_OBSERVED;
   if (instance.metering_source() != want_source) {
     problems.push_back("metering source persisted differently from the declaration");
   }
-  // The persisted config mapping equals the declared one.
+}
+
+// Appends where the persisted config mapping differs from the declared one.
+void ConfigProblems(const c::AdapterDeclaration& d, const v1::AgentInstance& instance,
+                    std::vector<std::string>& problems) {
   const auto& persisted = instance.adapter().config();
-  if (static_cast<size_t>(persisted.size()) != d_.config.size()) {
+  if (static_cast<size_t>(persisted.size()) != d.config.size()) {
     problems.push_back("persisted config mapping has " + std::to_string(persisted.size()) +
-                       " keys, declared " + std::to_string(d_.config.size()));
+                       " keys, declared " + std::to_string(d.config.size()));
   }
-  for (const auto& [key, target] : d_.config) {
+  for (const auto& [key, target] : d.config) {
     auto it = persisted.find(key);
     if (it == persisted.end()) {
       problems.push_back("config key '" + key + "' missing from the persisted snapshot");
@@ -74,10 +78,30 @@ Kit::Outcome Kit::CapabilityEdges() {
                 (target.kind == c::ConfigTarget::Kind::kFlag && t.flag() == target.flag) ||
                 (target.kind == c::ConfigTarget::Kind::kFile &&
                  t.file().path() == target.file_path && t.file().key() == target.file_key);
-    if (!same) problems.push_back("config key '" + key + "' persisted with another target");
+    if (!same) {
+      problems.push_back("config key '" + key + "' persisted with another target");
+    }
   }
-  if (!problems.empty()) return {kFail, Join(problems)};
-  return {kPass, ""};
+}
+
+}  // namespace
+
+absl::StatusOr<Kit::Outcome> Kit::CapabilityEdges() {
+  const std::string name = NewName("capability_edges");
+  v1::RegisterAgentResponse registered;
+  KT_RETURN_IF_ERROR(RegisterSubject(name, &registered));
+  KT_ASSIGN_OR_RETURN(const v1::AgentInstance instance, GetInstance(name));
+  std::vector<std::string> problems;
+  if (instance.kind() != d_.kind) {
+    problems.push_back("kind persisted as '" + instance.kind() + "', declared '" + d_.kind + "'");
+  }
+  LevelProblems(d_, instance, problems);
+  ProjectionProblems(d_, instance, problems);
+  ConfigProblems(d_, instance, problems);
+  if (!problems.empty()) {
+    return Outcome{kFail, Join(problems)};
+  }
+  return Outcome{kPass, ""};
 }
 
 }  // namespace ktesio::tck::internal

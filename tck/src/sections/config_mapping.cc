@@ -7,6 +7,7 @@
 #include <map>
 
 #include "kit_internal.h"
+#include "ktesio/contract/status_macros.h"
 #include "process_tree.h"
 
 namespace ktesio::tck::internal {
@@ -17,7 +18,9 @@ bool EnvHas(const std::string& environ, const std::string& want) {
   std::string entry;
   for (char ch : environ + '\0') {
     if (ch == '\0') {
-      if (entry == want) return true;
+      if (entry == want) {
+        return true;
+      }
       entry.clear();
     } else {
       entry += ch;
@@ -26,40 +29,71 @@ bool EnvHas(const std::string& environ, const std::string& want) {
   return false;
 }
 
-}  // namespace
-
-// A value the daemon accepts for `key`, distinctive enough to find; nullopt = unknown.
-std::optional<std::string> Kit::ValueFor(const std::string& key, int n) {
-  const std::string tag = std::to_string(n);
-  if (key == "model" || key.rfind("agent.", 0) == 0) return "tck-" + tag;
-  if (key == "budget.tokens.per_run") return "123450" + tag;
-  if (key == "budget.tokens.cumulative") return "987650" + tag;
-  if (key == "restart.policy") return "never";
-  if (key == "logs.keep") return "7";
-  if (key == "logs.max_bytes") return "654321";
-  if (key == "restart.backoff_initial_ms") return "1234";
-  if (key == "restart.backoff_max_ms") return "65432";
-  if (key == "restart.max_consecutive") return "17";
-  if (key == "restart.reset_after_ms") return "76543";
-  if (key == "budget.breach_action") return "warn";
-  if (key == "autostart") return "false";
-  return std::nullopt;
-}
-
-Delivery Kit::ReadDelivery(const v1::AgentInstance& instance) {
-  Delivery out;
-  const std::string proc = "/proc/" + std::to_string(instance.pid());
-  out.environ = ReadFile(proc + "/environ");
-  std::string cmdline = ReadFile(proc + "/cmdline");
+// `text` split at NULs; a trailing word without a NUL is dropped (as /proc/<pid>/cmdline and
+// the argv wrapper's record always end in one).
+std::vector<std::string> NulTerminatedWords(const std::string& text) {
+  std::vector<std::string> words;
   std::string word;
-  for (char ch : cmdline) {
+  for (char ch : text) {
     if (ch == '\0') {
-      out.argv.push_back(word);
+      words.push_back(word);
       word.clear();
     } else {
       word += ch;
     }
   }
+  return words;
+}
+
+}  // namespace
+
+// A value the daemon accepts for `key`, distinctive enough to find; nullopt = unknown.
+std::optional<std::string> Kit::ValueFor(const std::string& key, int n) {
+  const std::string tag = std::to_string(n);
+  if (key == "model" || key.rfind("agent.", 0) == 0) {
+    return "tck-" + tag;
+  }
+  if (key == "budget.tokens.per_run") {
+    return "123450" + tag;
+  }
+  if (key == "budget.tokens.cumulative") {
+    return "987650" + tag;
+  }
+  if (key == "restart.policy") {
+    return "never";
+  }
+  if (key == "logs.keep") {
+    return "7";
+  }
+  if (key == "logs.max_bytes") {
+    return "654321";
+  }
+  if (key == "restart.backoff_initial_ms") {
+    return "1234";
+  }
+  if (key == "restart.backoff_max_ms") {
+    return "65432";
+  }
+  if (key == "restart.max_consecutive") {
+    return "17";
+  }
+  if (key == "restart.reset_after_ms") {
+    return "76543";
+  }
+  if (key == "budget.breach_action") {
+    return "warn";
+  }
+  if (key == "autostart") {
+    return "false";
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<Delivery> Kit::ReadDelivery(const v1::AgentInstance& instance) {
+  Delivery out;
+  const std::string proc = "/proc/" + std::to_string(instance.pid());
+  out.environ = ReadFile(proc + "/environ");
+  out.argv = NulTerminatedWords(ReadFile(proc + "/cmdline"));
   if (!argv_file_.empty()) {
     std::string recorded;
     deadline_->WaitFor(
@@ -68,16 +102,7 @@ Delivery Kit::ReadDelivery(const v1::AgentInstance& instance) {
           return !recorded.empty() || access(argv_file_.c_str(), F_OK) == 0;
         },
         milliseconds(5000));
-    out.argv.clear();
-    std::string token;
-    for (char ch : recorded) {
-      if (ch == '\0') {
-        out.argv.push_back(token);
-        token.clear();
-      } else {
-        token += ch;
-      }
-    }
+    out.argv = NulTerminatedWords(recorded);
     unlink(argv_file_.c_str());
   }
   out.home = instance.agent_home();
@@ -88,13 +113,15 @@ Delivery Kit::ReadDelivery(const v1::AgentInstance& instance) {
         continue;
       }
       std::string environ = ReadFile("/proc/" + std::to_string(p.pid) + "/environ");
-      if (!environ.empty()) out.others.push_back({Name(p), std::move(environ)});
+      if (!environ.empty()) {
+        out.others.push_back({Name(p), std::move(environ)});
+      }
     }
   }
   if (out.environ.empty() && out.argv.empty()) {
-    throw Fail("cannot read " + proc +
-               "/environ and cmdline (the kit must run as the daemon's "
-               "user on the daemon's host)");
+    return absl::PermissionDeniedError("cannot read " + proc +
+                                       "/environ and cmdline (the kit must run as the daemon's "
+                                       "user on the daemon's host)");
   }
   return out;
 }
@@ -121,13 +148,17 @@ std::string Kit::CheckDelivered(const Delivery& got, const std::string& key,
     }
     case c::ConfigTarget::Kind::kFlag:
       for (size_t i = 0; i + 1 < got.argv.size(); ++i) {
-        if (got.argv[i] == target.flag && got.argv[i + 1] == value) return "";
+        if (got.argv[i] == target.flag && got.argv[i + 1] == value) {
+          return "";
+        }
       }
       return key + " -> flag " + target.flag + " " + value + " not adjacent in argv";
     case c::ConfigTarget::Kind::kFile: {
       const std::string path = got.home + "/" + target.file_path;
       std::string text = ReadFile(path);
-      if (text.find(value) != std::string::npos) return "";
+      if (text.find(value) != std::string::npos) {
+        return "";
+      }
       return key + " -> file " + target.file_path + " (key " + target.file_key +
              ") does not carry '" + value + "'";
     }
@@ -135,15 +166,19 @@ std::string Kit::CheckDelivered(const Delivery& got, const std::string& key,
   return "unknown target";
 }
 
-Kit::Outcome Kit::ConfigMapping() {
+absl::StatusOr<Kit::Outcome> Kit::ConfigMapping() {
   const std::string name = NewName("config_mapping");
-  if (!subject_mode()) UseArgvWrapperIfFlags(name);
-  MustRegisterAgent(name, {"--heartbeat-ms", "1000"});
+  if (!subject_mode()) {
+    UseArgvWrapperIfFlags(name);
+  }
+  KT_RETURN_IF_ERROR(RegisterAgent(name, {"--heartbeat-ms", "1000"}));
   static std::atomic<int> n{1000};
-  std::map<std::string, std::string> set;
+  std::map<std::string, std::string> values;
   std::vector<std::string> skipped;
   for (const auto& [key, target] : d_.config) {
-    if (key == "memory.dir" || key == "metering.base_url") continue;  // engine-reserved
+    if (key == "memory.dir" || key == "metering.base_url") {
+      continue;  // engine-reserved
+    }
     std::optional<std::string> value = ValueFor(key, n.fetch_add(1));
     if (!value) {
       value = "tck-" + std::to_string(n.fetch_add(1));
@@ -152,32 +187,37 @@ Kit::Outcome Kit::ConfigMapping() {
         continue;
       }
     } else {
-      MustSetConfig(name, key, *value);
+      KT_RETURN_IF_ERROR(SetConfig(name, key, *value));
     }
-    set[key] = *value;
+    values[key] = *value;
   }
-  MustSetConfig(name, "agent.KTESIO_TCK_PASSTHROUGH", "tck-pass");
-  v1::AgentInstance running = MustStartRunning(name);
-  Delivery got = ReadDelivery(running);
+  KT_RETURN_IF_ERROR(SetConfig(name, "agent.KTESIO_TCK_PASSTHROUGH", "tck-pass"));
+  KT_ASSIGN_OR_RETURN(const v1::AgentInstance running, StartRunning(name));
+  KT_ASSIGN_OR_RETURN(const Delivery got, ReadDelivery(running));
   std::vector<std::string> problems;
-  for (const auto& [key, value] : set) {
-    const c::ConfigTarget& target = d_.config.at(key);
+  for (const auto& [key, value] : values) {
     // agent.* keys the adapter maps explicitly go to the mapping; unmapped ones pass through.
-    std::string problem = CheckDelivered(got, key, target, value);
-    if (!problem.empty()) problems.push_back(problem);
+    std::string problem = CheckDelivered(got, key, d_.config.find(key)->second, value);
+    if (!problem.empty()) {
+      problems.push_back(problem);
+    }
   }
   if (d_.config.count("agent.KTESIO_TCK_PASSTHROUGH") == 0) {
     c::ConfigTarget pass;
     pass.kind = c::ConfigTarget::Kind::kEnv;
     pass.env = "KTESIO_TCK_PASSTHROUGH";
     std::string problem = CheckDelivered(got, "agent.KTESIO_TCK_PASSTHROUGH", pass, "tck-pass");
-    if (!problem.empty()) problems.push_back(problem);
+    if (!problem.empty()) {
+      problems.push_back(problem);
+    }
   }
-  if (!problems.empty()) {
-    if (!skipped.empty()) problems.push_back("not exercised: " + Join(skipped));
-    return {kFail, Join(problems)};
+  if (problems.empty()) {
+    return Outcome{kPass, ""};
   }
-  return {kPass, ""};
+  if (!skipped.empty()) {
+    problems.push_back("not exercised: " + Join(skipped));
+  }
+  return Outcome{kFail, Join(problems)};
 }
 
 }  // namespace ktesio::tck::internal

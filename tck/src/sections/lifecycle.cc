@@ -4,57 +4,77 @@
 #include <thread>
 
 #include "kit_internal.h"
+#include "ktesio/contract/status_macros.h"
 #include "process_tree.h"
 
 namespace ktesio::tck::internal {
 
-Kit::Outcome Kit::Lifecycle() {
-  const std::string name = NewName("lifecycle");
-  MustRegisterAgent(name, {"--heartbeat-ms", "1000"});
-  v1::AgentInstance running = MustStartRunning(name);
-  const long long pid = running.pid();
-  // Subject mode: every process the subject's own program runs must be gone after the stop
-  // (no descendant of the agent may survive it), not only the one the engine launched.
-  std::vector<ProcInfo> processes;
-  if (subject_mode()) processes = AgentProcesses(pid);
-  v1::StopAgentRequest stop;
-  stop.set_name(name);
-  stop.set_timeout_seconds(5);
-  v1::StopAgentResponse stopped;
-  grpc::Status status = agents_->StopAgent(Ctx(milliseconds(20000)).get(), stop, &stopped);
-  if (!status.ok()) return {kFail, "StopAgent failed: " + Describe(status)};
-  v1::AgentInstance after;
-  if (!deadline_->WaitFor(
-          [&] {
-            auto got = Get(name);
-            if (got) after = *got;
-            return got && got->state() == v1::AGENT_STATE_STOPPED;
-          },
-          milliseconds(10000))) {
-    return {kFail, "after stop the state is " + StateName(after.state()) + ", not stopped"};
-  }
-  if (!deadline_->WaitFor([&] { return ProcessGone(pid); }, milliseconds(5000))) {
-    return {kFail, "the agent pid " + std::to_string(pid) + " is still alive after stop"};
-  }
-  for (const ProcInfo& p : processes) {
-    if (!deadline_->WaitFor([&] { return ProcessGone(p.pid); }, milliseconds(5000))) {
-      return {kFail, Name(p) + ", a process of the agent (pid " + std::to_string(pid) +
-                         "), is still alive 5 s after the stop"};
-    }
-  }
-  auto transitions = Transitions(name, "stopped");
+namespace {
+
+// "" when `transitions` (prior, new) start from registered and go through starting, running,
+// stopping and stopped in that order; else why not.
+std::string TransitionProblem(const std::vector<std::pair<std::string, std::string>>& transitions) {
   const std::vector<std::string> want = {"starting", "running", "stopping", "stopped"};
   std::string seen;
   size_t next = 0;
   for (const auto& [prior, now] : transitions) {
     seen += (seen.empty() ? "" : ",") + prior + "->" + now;
-    if (next < want.size() && now == want[next]) ++next;
+    if (next < want.size() && now == want[next]) {
+      ++next;
+    }
   }
   if (transitions.empty() || transitions.front().first != "registered" || next != want.size()) {
-    return {kFail,
-            "transition events do not show registered->starting->running->stopping->"
-            "stopped (seen: " +
-                (seen.empty() ? std::string("none") : seen) + ")"};
+    return "transition events do not show registered->starting->running->stopping->stopped "
+           "(seen: " +
+           (seen.empty() ? std::string("none") : seen) + ")";
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<Kit::Outcome> Kit::Lifecycle() {
+  const std::string name = NewName("lifecycle");
+  KT_RETURN_IF_ERROR(RegisterAgent(name, {"--heartbeat-ms", "1000"}));
+  KT_ASSIGN_OR_RETURN(const v1::AgentInstance running, StartRunning(name));
+  const long long pid = running.pid();
+  // Subject mode: every process the subject's own program runs must be gone after the stop
+  // (no descendant of the agent may survive it), not only the one the engine launched.
+  std::vector<ProcInfo> processes;
+  if (subject_mode()) {
+    processes = AgentProcesses(pid);
+  }
+  v1::StopAgentRequest stop;
+  stop.set_name(name);
+  stop.set_timeout_seconds(5);
+  v1::StopAgentResponse stopped;
+  grpc::Status status = agents_->StopAgent(Ctx(milliseconds(20000)).get(), stop, &stopped);
+  if (!status.ok()) {
+    return Outcome{kFail, "StopAgent failed: " + Describe(status)};
+  }
+  v1::AgentInstance after;
+  if (!deadline_->WaitFor(
+          [&] {
+            auto got = Get(name);
+            if (got) {
+              after = *got;
+            }
+            return got && got->state() == v1::AGENT_STATE_STOPPED;
+          },
+          milliseconds(10000))) {
+    return Outcome{kFail, "after stop the state is " + StateName(after.state()) + ", not stopped"};
+  }
+  if (!deadline_->WaitFor([&] { return ProcessGone(pid); }, milliseconds(5000))) {
+    return Outcome{kFail, "the agent pid " + std::to_string(pid) + " is still alive after stop"};
+  }
+  for (const ProcInfo& p : processes) {
+    if (!deadline_->WaitFor([&] { return ProcessGone(p.pid); }, milliseconds(5000))) {
+      return Outcome{kFail, Name(p) + ", a process of the agent (pid " + std::to_string(pid) +
+                                "), is still alive 5 s after the stop"};
+    }
+  }
+  if (std::string problem = TransitionProblem(Transitions(name, "stopped")); !problem.empty()) {
+    return Outcome{kFail, problem};
   }
   return LifecycleCrashLeg();
 }
@@ -62,37 +82,41 @@ Kit::Outcome Kit::Lifecycle() {
 // An unrequested exit with restart.policy=never ends in failed, no restart. The probe crashes
 // on request in both modes: an arbitrary program cannot be made to crash, and this leg tests the
 // engine's crash handling under the subject's declaration.
-Kit::Outcome Kit::LifecycleCrashLeg() {
+absl::StatusOr<Kit::Outcome> Kit::LifecycleCrashLeg() {
   const std::string crash = NewName("lifecycle");
-  MustRegisterProbe(crash, {"--crash-after-ms", "500", "--exit-code", "3"});
-  MustSetConfig(crash, "restart.policy", "never");
+  KT_RETURN_IF_ERROR(RegisterProbe(crash, {"--crash-after-ms", "500", "--exit-code", "3"}));
+  KT_RETURN_IF_ERROR(SetConfig(crash, "restart.policy", "never"));
   v1::StartAgentResponse started;
   grpc::Status status = Start(crash, &started);
-  if (!status.ok()) return {kFail, "StartAgent (crash leg) failed: " + Describe(status)};
+  if (!status.ok()) {
+    return Outcome{kFail, "StartAgent (crash leg) failed: " + Describe(status)};
+  }
   v1::AgentInstance failed;
   if (!deadline_->WaitFor(
           [&] {
             auto got = Get(crash);
-            if (got) failed = *got;
+            if (got) {
+              failed = *got;
+            }
             return got && got->state() == v1::AGENT_STATE_FAILED;
           },
           milliseconds(10000))) {
-    return {kFail, "crash leg: the crashing probe did not end in failed (state " +
-                       StateName(failed.state()) + ", cause '" + failed.cause() + "')"};
+    return Outcome{kFail, "crash leg: the crashing probe did not end in failed (state " +
+                              StateName(failed.state()) + ", cause '" + failed.cause() + "')"};
   }
   std::string cause = failed.failed_cause().empty() ? failed.cause() : failed.failed_cause();
   if (cause.find("crashed") == std::string::npos) {
-    return {kFail, "crash leg: failed with cause '" + cause + "', expected crashed{...}"};
+    return Outcome{kFail, "crash leg: failed with cause '" + cause + "', expected crashed{...}"};
   }
   // Give a (wrong) restart a moment to show up before checking the count.
   std::this_thread::sleep_for(milliseconds(1500));
-  v1::AgentInstance later = MustGet(crash);
+  KT_ASSIGN_OR_RETURN(const v1::AgentInstance later, GetInstance(crash));
   if (later.restart_count() != 0 || later.state() != v1::AGENT_STATE_FAILED) {
-    return {kFail, "crash leg: restart.policy=never but restart_count is " +
-                       std::to_string(later.restart_count()) + " and state " +
-                       StateName(later.state())};
+    return Outcome{kFail, "crash leg: restart.policy=never but restart_count is " +
+                              std::to_string(later.restart_count()) + " and state " +
+                              StateName(later.state())};
   }
-  return {kPass, ""};
+  return Outcome{kPass, ""};
 }
 
 }  // namespace ktesio::tck::internal

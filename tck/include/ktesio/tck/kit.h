@@ -51,8 +51,9 @@ struct Options {
 // The section ids in report order.
 const std::vector<std::string>& AllSections();
 
-// Runs the selected sections in the fixed order. One section's failure (or exception) never
-// aborts the others; instances the kit registered are removed (force, home deleted).
+// Runs the selected sections in the fixed order. One section's failure never aborts the others
+// (a step a section cannot complete is that section's `fail`); instances the kit registered are
+// removed (force, home deleted).
 Report RunKit(const Options& options);
 
 // The report document (schema_version 1), one line, no trailing newline.
