@@ -89,24 +89,12 @@ absl::StatusOr<std::chrono::milliseconds> ParseMillis(const Setting& setting, in
   return std::chrono::milliseconds(value);
 }
 
-}  // namespace
-
-absl::StatusOr<OtlpConfig> ResolveOtlp(const OtlpFileSettings& file,
-                                       const std::function<std::string(const char*)>& env) {
-  OtlpConfig config;
-  const std::string disabled = absl::AsciiStrToLower(env("OTEL_SDK_DISABLED"));
-  const std::string exporter = absl::AsciiStrToLower(env("OTEL_METRICS_EXPORTER"));
-  Setting metrics_url = Pick(env, {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"}, file.metrics_endpoint,
-                             "otlp_metrics_endpoint");
-  Setting base_url = Pick(env, {"OTEL_EXPORTER_OTLP_ENDPOINT"}, file.endpoint, "otlp_endpoint");
-  const bool full = !metrics_url.value.empty();
-  Setting url = full ? metrics_url : base_url;
-  if (url.value.empty() || disabled == "true" || exporter == "none") {
-    return config;  // off
-  }
+// The collector's URL: scheme, host, port and path (a base endpoint gets /v1/metrics appended;
+// a metrics endpoint (`full`) is used as given).
+absl::Status ParseEndpoint(const Setting& url, bool full, OtlpConfig* config) {
   absl::string_view rest = url.value;
   if (absl::ConsumePrefix(&rest, "https://")) {
-    config.tls = true;
+    config->tls = true;
   } else if (!absl::ConsumePrefix(&rest, "http://")) {
     return Bad(url.source, "the endpoint must be an http:// or https:// URL");
   }
@@ -117,7 +105,7 @@ absl::StatusOr<OtlpConfig> ResolveOtlp(const OtlpFileSettings& file,
     return Bad(url.source, "the endpoint needs a host (and no user:password@ part)");
   }
   absl::string_view host = authority;
-  absl::string_view port = config.tls ? "443" : "80";
+  absl::string_view port = config->tls ? "443" : "80";
   if (authority.front() == '[') {
     const size_t close = authority.find(']');
     if (close == absl::string_view::npos) {
@@ -148,16 +136,22 @@ absl::StatusOr<OtlpConfig> ResolveOtlp(const OtlpFileSettings& file,
   } else if (path.empty()) {
     path.push_back('/');  // not `path = "/"`: GCC 12 -O2 reports a false -Wrestrict there
   }
-  config.host = std::string(host);
-  config.port = std::to_string(port_number);
-  config.target = path;
-  config.url_shown = absl::StrCat(config.tls ? "https://" : "http://", authority, path);
+  config->host = std::string(host);
+  config->port = std::to_string(port_number);
+  config->target = path;
+  config->url_shown = absl::StrCat(config->tls ? "https://" : "http://", authority, path);
+  return absl::OkStatus();
+}
 
+// Headers, resource attributes and the service name.
+absl::Status ResolveResource(const OtlpFileSettings& file,
+                             const std::function<std::string(const char*)>& env,
+                             OtlpConfig* config) {
   Setting headers = Pick(env, {"OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"},
                          file.headers, "otlp_headers");
   KT_ASSIGN_OR_RETURN(auto parsed, ParseList(headers, true));
-  config.headers = std::move(parsed);
-  for (const auto& [name, value] : config.headers) {
+  config->headers = std::move(parsed);
+  for (const auto& [name, value] : config->headers) {
     if (name.find_first_of(" \t\r\n:") != std::string::npos ||
         value.find_first_of("\r\n") != std::string::npos) {
       return Bad(headers.source, absl::StrCat("header '", name, "' is not a valid HTTP header"));
@@ -166,17 +160,38 @@ absl::StatusOr<OtlpConfig> ResolveOtlp(const OtlpFileSettings& file,
   Setting attributes =
       Pick(env, {"OTEL_RESOURCE_ATTRIBUTES"}, file.resource_attributes, "otlp_resource_attributes");
   KT_ASSIGN_OR_RETURN(auto resource, ParseList(attributes, false));
-  config.resource_attributes = std::move(resource);
+  config->resource_attributes = std::move(resource);
   Setting service = Pick(env, {"OTEL_SERVICE_NAME"}, file.service_name, "otlp_service_name");
   if (!service.value.empty()) {
-    config.service_name = service.value;
+    config->service_name = service.value;
   } else {
-    for (const auto& [key, value] : config.resource_attributes) {
+    for (const auto& [key, value] : config->resource_attributes) {
       if (key == "service.name") {
-        config.service_name = value;
+        config->service_name = value;
       }
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OtlpConfig> ResolveOtlp(const OtlpFileSettings& file,
+                                       const std::function<std::string(const char*)>& env) {
+  OtlpConfig config;
+  const std::string disabled = absl::AsciiStrToLower(env("OTEL_SDK_DISABLED"));
+  const std::string exporter = absl::AsciiStrToLower(env("OTEL_METRICS_EXPORTER"));
+  Setting metrics_url = Pick(env, {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"}, file.metrics_endpoint,
+                             "otlp_metrics_endpoint");
+  Setting base_url = Pick(env, {"OTEL_EXPORTER_OTLP_ENDPOINT"}, file.endpoint, "otlp_endpoint");
+  const bool full = !metrics_url.value.empty();
+  Setting url = full ? metrics_url : base_url;
+  if (url.value.empty() || disabled == "true" || exporter == "none") {
+    return config;  // off
+  }
+  KT_RETURN_IF_ERROR(ParseEndpoint(url, full, &config));
+
+  KT_RETURN_IF_ERROR(ResolveResource(file, env, &config));
   absl::StatusOr<std::chrono::milliseconds> interval =
       ParseMillis(Pick(env, {"OTEL_METRIC_EXPORT_INTERVAL"}, file.export_interval_ms,
                        "otlp_export_interval_ms"),
