@@ -322,6 +322,15 @@ absl::StatusOr<v1::AgentInstance> Kit::StartRunning(const std::string& name) {
   return instance;
 }
 
+absl::Status Kit::Stop(const std::string& name) {
+  v1::StopAgentRequest stop;
+  stop.set_name(name);
+  stop.set_timeout_seconds(5);
+  v1::StopAgentResponse stopped;
+  grpc::Status status = agents_->StopAgent(Ctx(milliseconds(20000)).get(), stop, &stopped);
+  return status.ok() ? absl::OkStatus() : RpcFailed(status, "StopAgent");
+}
+
 absl::Status Kit::SetConfig(const std::string& name, const std::string& key,
                             const std::string& value) {
   v1::SetConfigRequest request;

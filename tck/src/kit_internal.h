@@ -149,6 +149,8 @@ class Kit {
   // Starts `name` and waits (15 s at most) for it to be running with a pid: the StartAgent
   // error, or DEADLINE_EXCEEDED naming the state and cause it reached instead.
   absl::StatusOr<v1::AgentInstance> StartRunning(const std::string& name);
+  // Stops `name` with a 5 s graceful window: the StopAgent error ("StopAgent failed: ..."), or OK.
+  absl::Status Stop(const std::string& name);
   // The SetConfig error, or OK.
   absl::Status SetConfig(const std::string& name, const std::string& key, const std::string& value);
   void Cleanup();

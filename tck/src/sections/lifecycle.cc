@@ -44,14 +44,7 @@ absl::StatusOr<Kit::Outcome> Kit::Lifecycle() {
   if (subject_mode()) {
     processes = AgentProcesses(pid);
   }
-  v1::StopAgentRequest stop;
-  stop.set_name(name);
-  stop.set_timeout_seconds(5);
-  v1::StopAgentResponse stopped;
-  grpc::Status status = agents_->StopAgent(Ctx(milliseconds(20000)).get(), stop, &stopped);
-  if (!status.ok()) {
-    return Outcome{kFail, "StopAgent failed: " + Describe(status)};
-  }
+  KT_RETURN_IF_ERROR(Stop(name));
   v1::AgentInstance after;
   if (!deadline_->WaitFor(
           [&] {
