@@ -1,5 +1,7 @@
 #include "api/follow_logs.h"
 
+#include "engine/log_feed.h"
+
 namespace ktesio::daemon::api {
 namespace {
 
@@ -32,7 +34,10 @@ FollowLogsReactor::FollowLogsReactor(ApiContext& api, grpc::CallbackServerContex
       WithReactor<v1::FollowLogsResponse>(
           link, [&](QueuedWriter& reactor) { reactor.End(ToGrpcStatus(status)); });
     };
-    absl::StatusOr<uint64_t> id = engine->StartFollow(filter, emit, end);
+    absl::StatusOr<logs::LogQuery> query = engine::LogQueryOf(filter);
+    absl::StatusOr<uint64_t> id =
+        query.ok() ? engine->StartFollow(filter.name(), *query, filter.no_retained(), emit, end)
+                   : absl::StatusOr<uint64_t>(query.status());
     if (!id.ok()) {
       end(id.status());
       return;

@@ -5,6 +5,7 @@
 
 #include "api/backup_store.h"
 #include "api/follow_logs.h"
+#include "api/rpc.h"
 #include "api/subscribe_events.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/error.h"
@@ -44,7 +45,7 @@ grpc::ServerUnaryReactor* SystemServiceImpl::GetStatus(grpc::CallbackServerConte
                                                        v1::GetStatusResponse* response) {
   return RunUnary(api_, ctx, request, response, "GetStatus", false,
                   [this](const v1::GetStatusRequest&, v1::GetStatusResponse* out) {
-                    return api_.engine->GetStatus(out);
+                    return rpc::GetStatus(*api_.engine, out);
                   });
 }
 
@@ -55,7 +56,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::RegisterAgent(grpc::CallbackServerCo
                                                           v1::RegisterAgentResponse* response) {
   return RunUnary(api_, ctx, request, response, "RegisterAgent", true,
                   [this](const v1::RegisterAgentRequest& in, v1::RegisterAgentResponse* out) {
-                    return api_.engine->RegisterAgent(in, out);
+                    return rpc::RegisterAgent(*api_.engine, in, out);
                   });
 }
 
@@ -64,7 +65,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ListAgents(grpc::CallbackServerConte
                                                        v1::ListAgentsResponse* response) {
   return RunUnary(api_, ctx, request, response, "ListAgents", false,
                   [this](const v1::ListAgentsRequest& in, v1::ListAgentsResponse* out) {
-                    return api_.engine->ListAgents(in, out);
+                    return rpc::ListAgents(*api_.engine, in, out);
                   });
 }
 
@@ -73,7 +74,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::LabelAgent(grpc::CallbackServerConte
                                                        v1::LabelAgentResponse* response) {
   return RunUnary(api_, ctx, request, response, "LabelAgent", true,
                   [this](const v1::LabelAgentRequest& in, v1::LabelAgentResponse* out) {
-                    return api_.engine->LabelAgent(in, out);
+                    return rpc::LabelAgent(*api_.engine, in, out);
                   });
 }
 
@@ -118,7 +119,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetAgent(grpc::CallbackServerContext
                                                      v1::GetAgentResponse* response) {
   return RunUnary(api_, ctx, request, response, "GetAgent", false,
                   [this](const v1::GetAgentRequest& in, v1::GetAgentResponse* out) {
-                    return api_.engine->GetAgent(in, out);
+                    return rpc::GetAgent(*api_.engine, in, out);
                   });
 }
 
@@ -128,7 +129,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::RemoveAgent(grpc::CallbackServerCont
   return RunUnaryAsync(api_, ctx, request, response, "RemoveAgent",
                        [this](const v1::RemoveAgentRequest& in, v1::RemoveAgentResponse* out,
                               engine::Engine::Finish finish) {
-                         api_.engine->RemoveAgent(in, out, std::move(finish));
+                         rpc::RemoveAgent(*api_.engine, in, out, std::move(finish));
                        });
 }
 
@@ -138,7 +139,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::StartAgent(grpc::CallbackServerConte
   return RunUnaryAsync(api_, ctx, request, response, "StartAgent",
                        [this](const v1::StartAgentRequest& in, v1::StartAgentResponse* out,
                               engine::Engine::Finish finish) {
-                         api_.engine->StartAgent(in, out, std::move(finish));
+                         rpc::StartAgent(*api_.engine, in, out, std::move(finish));
                        });
 }
 
@@ -148,7 +149,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::StopAgent(grpc::CallbackServerContex
   return RunUnaryAsync(api_, ctx, request, response, "StopAgent",
                        [this](const v1::StopAgentRequest& in, v1::StopAgentResponse* out,
                               engine::Engine::Finish finish) {
-                         api_.engine->StopAgent(in, out, std::move(finish));
+                         rpc::StopAgent(*api_.engine, in, out, std::move(finish));
                        });
 }
 
@@ -158,7 +159,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::StopAllAgents(grpc::CallbackServerCo
   return RunUnaryAsync(api_, ctx, request, response, "StopAllAgents",
                        [this](const v1::StopAllAgentsRequest& in, v1::StopAllAgentsResponse* out,
                               engine::Engine::Finish finish) {
-                         api_.engine->StopAllAgents(in, out, std::move(finish));
+                         rpc::StopAllAgents(*api_.engine, in, out, std::move(finish));
                        });
 }
 
@@ -168,7 +169,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::RestartAgent(grpc::CallbackServerCon
   return RunUnaryAsync(api_, ctx, request, response, "RestartAgent",
                        [this](const v1::RestartAgentRequest& in, v1::RestartAgentResponse* out,
                               engine::Engine::Finish finish) {
-                         api_.engine->RestartAgent(in, out, std::move(finish));
+                         rpc::RestartAgent(*api_.engine, in, out, std::move(finish));
                        });
 }
 
@@ -178,7 +179,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::PauseAgent(grpc::CallbackServerConte
   return RunUnaryAsync(api_, ctx, request, response, "PauseAgent",
                        [this](const v1::PauseAgentRequest& in, v1::PauseAgentResponse* out,
                               engine::Engine::Finish finish) {
-                         api_.engine->PauseAgent(in, out, std::move(finish));
+                         rpc::PauseAgent(*api_.engine, in, out, std::move(finish));
                        });
 }
 
@@ -188,7 +189,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ResumeAgent(grpc::CallbackServerCont
   return RunUnaryAsync(api_, ctx, request, response, "ResumeAgent",
                        [this](const v1::ResumeAgentRequest& in, v1::ResumeAgentResponse* out,
                               engine::Engine::Finish finish) {
-                         api_.engine->ResumeAgent(in, out, std::move(finish));
+                         rpc::ResumeAgent(*api_.engine, in, out, std::move(finish));
                        });
 }
 
@@ -198,7 +199,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::SendInput(grpc::CallbackServerContex
   return RunUnaryAsync(api_, ctx, request, response, "SendInput",
                        [this](const v1::SendInputRequest& in, v1::SendInputResponse* out,
                               engine::Engine::Finish finish) {
-                         api_.engine->SendInput(in, out, std::move(finish));
+                         rpc::SendInput(*api_.engine, in, out, std::move(finish));
                        });
 }
 
@@ -207,7 +208,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetUsage(grpc::CallbackServerContext
                                                      v1::GetUsageResponse* response) {
   return RunUnary(api_, ctx, request, response, "GetUsage", false,
                   [this](const v1::GetUsageRequest& in, v1::GetUsageResponse* out) {
-                    return api_.engine->GetUsage(in, out);
+                    return rpc::GetUsage(*api_.engine, in, out);
                   });
 }
 
@@ -216,7 +217,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::AttachMemory(grpc::CallbackServerCon
                                                          v1::AttachMemoryResponse* response) {
   return RunUnary(api_, ctx, request, response, "AttachMemory", true,
                   [this](const v1::AttachMemoryRequest& in, v1::AttachMemoryResponse* out) {
-                    return api_.engine->AttachMemory(in, out);
+                    return rpc::AttachMemory(*api_.engine, in, out);
                   });
 }
 
@@ -225,7 +226,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::DetachMemory(grpc::CallbackServerCon
                                                          v1::DetachMemoryResponse* response) {
   return RunUnary(api_, ctx, request, response, "DetachMemory", true,
                   [this](const v1::DetachMemoryRequest& in, v1::DetachMemoryResponse* out) {
-                    return api_.engine->DetachMemory(in, out);
+                    return rpc::DetachMemory(*api_.engine, in, out);
                   });
 }
 
@@ -236,7 +237,7 @@ grpc::ServerUnaryReactor* LogServiceImpl::ReadLogs(grpc::CallbackServerContext* 
                                                    v1::ReadLogsResponse* response) {
   return RunUnary(api_, ctx, request, response, "ReadLogs", false,
                   [this](const v1::ReadLogsRequest& in, v1::ReadLogsResponse* out) {
-                    return api_.engine->ReadLogs(in, out);
+                    return rpc::ReadLogs(*api_.engine, in, out);
                   });
 }
 
@@ -252,7 +253,7 @@ grpc::ServerUnaryReactor* ConfigServiceImpl::SetConfig(grpc::CallbackServerConte
                                                        v1::SetConfigResponse* response) {
   return RunUnary(api_, ctx, request, response, "SetConfig", true,
                   [this](const v1::SetConfigRequest& in, v1::SetConfigResponse* out) {
-                    return api_.engine->SetConfig(in, out);
+                    return rpc::SetConfig(*api_.engine, in, out);
                   });
 }
 
@@ -261,7 +262,7 @@ grpc::ServerUnaryReactor* ConfigServiceImpl::GetConfig(grpc::CallbackServerConte
                                                        v1::GetConfigResponse* response) {
   return RunUnary(api_, ctx, request, response, "GetConfig", false,
                   [this](const v1::GetConfigRequest& in, v1::GetConfigResponse* out) {
-                    return api_.engine->GetConfig(in, out);
+                    return rpc::GetConfig(*api_.engine, in, out);
                   });
 }
 
@@ -270,7 +271,7 @@ grpc::ServerUnaryReactor* ConfigServiceImpl::UnsetConfig(grpc::CallbackServerCon
                                                          v1::UnsetConfigResponse* response) {
   return RunUnary(api_, ctx, request, response, "UnsetConfig", true,
                   [this](const v1::UnsetConfigRequest& in, v1::UnsetConfigResponse* out) {
-                    return api_.engine->UnsetConfig(in, out);
+                    return rpc::UnsetConfig(*api_.engine, in, out);
                   });
 }
 
@@ -279,7 +280,7 @@ grpc::ServerUnaryReactor* SecretServiceImpl::SetSecret(grpc::CallbackServerConte
                                                        v1::SetSecretResponse* response) {
   return RunUnary(api_, ctx, request, response, "SetSecret", true,
                   [this](const v1::SetSecretRequest& in, v1::SetSecretResponse* out) {
-                    return api_.engine->SetSecret(in, out);
+                    return rpc::SetSecret(*api_.engine, in, out);
                   });
 }
 
@@ -289,7 +290,7 @@ grpc::ServerUnaryReactor* SecretServiceImpl::ListSecrets(grpc::CallbackServerCon
   return RunUnary(api_, ctx, request, response, "ListSecrets", false,
                   [this](const v1::ListSecretsRequest& in, v1::ListSecretsResponse* out) {
                     (void)in;
-                    return api_.engine->ListSecrets(out);
+                    return rpc::ListSecrets(*api_.engine, out);
                   });
 }
 
@@ -298,7 +299,7 @@ grpc::ServerUnaryReactor* SecretServiceImpl::RemoveSecret(grpc::CallbackServerCo
                                                           v1::RemoveSecretResponse* response) {
   return RunUnary(api_, ctx, request, response, "RemoveSecret", true,
                   [this](const v1::RemoveSecretRequest& in, v1::RemoveSecretResponse* out) {
-                    return api_.engine->RemoveSecret(in, out);
+                    return rpc::RemoveSecret(*api_.engine, in, out);
                   });
 }
 

@@ -35,7 +35,15 @@ SubscribeEventsReactor::SubscribeEventsReactor(ApiContext& api, grpc::CallbackSe
         }
       });
     };
-    absl::StatusOr<uint64_t> id = engine->Subscribe(request, emit, end);
+    engine::EventFeed::Subscriber subscriber;
+    subscriber.instance = request.instance();
+    subscriber.log = request.audit() ? store::EventLog::kAudit : store::EventLog::kEvents;
+    if (request.has_since_cursor()) {
+      subscriber.since_cursor = static_cast<int64_t>(request.since_cursor());
+    }
+    subscriber.emit = emit;
+    subscriber.end = end;
+    absl::StatusOr<uint64_t> id = engine->Subscribe(std::move(subscriber));
     if (!id.ok()) {
       end(v1::SubscribeEventsResponse(), id.status());
       return;

@@ -2,13 +2,14 @@
 
 // The engine: the composition root of the daemon's mutable state. It runs an Asio event loop on
 // one thread and owns, on that thread, the store, the registry, the supervisor, the metering
-// proxy and the owners split out of it (event feed, log feed); API handlers post work to it and
-// complete their RPC from the posted function, so no handler ever blocks on the engine.
+// proxy and the owners split out of it (instances, lifecycle, configuration, usage meter, call
+// recorder, event and log feeds), and wires them to each other. API handlers post work to it,
+// translate their `v1` request for an owner and complete their RPC from the posted function, so
+// no handler ever blocks on the engine.
 
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -21,18 +22,16 @@
 #include "boost/asio/steady_timer.hpp"
 #include "engine/call_recorder.h"
 #include "engine/config_bridge.h"
+#include "engine/configuration.h"
 #include "engine/event_feed.h"
 #include "engine/health.h"
+#include "engine/instances.h"
+#include "engine/lifecycle.h"
 #include "engine/log_feed.h"
 #include "engine/proxy_path.h"
 #include "engine/usage_meter.h"
 #include "fs/directory_watch.h"
-#include "ktesio/contract/labels.h"
-#include "ktesio/v1/agent.pb.h"
-#include "ktesio/v1/config.pb.h"
-#include "ktesio/v1/events.pb.h"
 #include "ktesio/v1/logs.pb.h"
-#include "ktesio/v1/system.pb.h"
 #include "logs/reader.h"
 #include "metering/proxy/proxy.h"
 #include "paths/paths.h"
@@ -98,75 +97,48 @@ class Engine {
 
   // --- Owner-thread only below. ---
 
-  absl::Status GetStatus(v1::GetStatusResponse* response);
-  absl::Status RegisterAgent(const v1::RegisterAgentRequest& request,
-                             v1::RegisterAgentResponse* response);
-  // Errors: INVALID_ARGUMENT/INVALID_SELECTOR, INTERNAL/STORE_ERROR.
-  absl::Status ListAgents(const v1::ListAgentsRequest& request, v1::ListAgentsResponse* response);
-  // Operator labels (the ktesio.io/ prefix is refused). Errors: NOT_FOUND, INVALID_LABEL.
-  absl::Status LabelAgent(const v1::LabelAgentRequest& request, v1::LabelAgentResponse* response);
-  // Replaces every label of an instance, reserved ones included (the fleet owner's write).
-  // Errors: NOT_FOUND, INTERNAL/STORE_ERROR.
-  absl::Status SetInstanceLabels(const std::string& name, const store::Store::Labels& labels);
-  absl::Status GetAgent(const v1::GetAgentRequest& request, v1::GetAgentResponse* response);
-  // Asynchronous commands: `finish` is called on the owner thread when the command completes.
+  // The completion of an asynchronous operation, called on the owner thread.
   using Finish = std::function<void(absl::Status)>;
-  void RemoveAgent(const v1::RemoveAgentRequest& request, v1::RemoveAgentResponse* response,
-                   Finish finish);
-  void StartAgent(const v1::StartAgentRequest& request, v1::StartAgentResponse* response,
-                  Finish finish);
-  void StopAgent(const v1::StopAgentRequest& request, v1::StopAgentResponse* response,
-                 Finish finish);
-  // The fleet stop (StopAllAgents): every running/paused instance at once.
-  void StopAllAgents(const v1::StopAllAgentsRequest& request, v1::StopAllAgentsResponse* response,
-                     Finish finish);
-  void RestartAgent(const v1::RestartAgentRequest& request, v1::RestartAgentResponse* response,
-                    Finish finish);
-  void PauseAgent(const v1::PauseAgentRequest& request, v1::PauseAgentResponse* response,
-                  Finish finish);
-  void ResumeAgent(const v1::ResumeAgentRequest& request, v1::ResumeAgentResponse* response,
-                   Finish finish);
-  void SendInput(const v1::SendInputRequest& request, v1::SendInputResponse* response,
-                 Finish finish);
+
+  // The owners the API and the fleet operations speak to, in domain terms (the `v1`
+  // translation is api/'s).
+  Instances& instances() { return instances_; }
+  Lifecycle& lifecycle() { return lifecycle_; }
+  Configuration& configuration() { return configuration_; }
+
+  // What GetStatus reports beyond the paths and versions.
+  struct StatusReport {
+    int64_t uptime_ms = 0;
+    std::vector<std::string> problems;  // what keeps the daemon from doing its job
+    std::map<std::string, uint32_t> instances_by_state;  // wire state -> count
+    uint32_t instances_total = 0;
+  };
+  // Errors: INTERNAL/STORE_ERROR.
+  absl::StatusOr<StatusReport> Status();
 
   // Logs (engine_streams.cc, LogFeed). A follow emits retained lines, then live ones, until the
   // agent leaves running (then `end` gets OK and an end note was emitted) or StopFollow.
-  absl::Status ReadLogs(const v1::ReadLogsRequest& request, v1::ReadLogsResponse* response);
-  using Emit = std::function<void(v1::FollowLogsResponse)>;
-  absl::StatusOr<uint64_t> StartFollow(const v1::LogFilter& filter, Emit emit,
+  // Errors: NOT_FOUND, INVALID_ARGUMENT for a bad filter.
+  absl::Status ReadLogs(const std::string& name, const logs::LogQuery& query,
+                        google::protobuf::RepeatedPtrField<v1::LogLine>* lines);
+  using Emit = LogFeed::Emit;
+  // Errors: RESOURCE_EXHAUSTED/LIMIT_REACHED, NOT_FOUND.
+  absl::StatusOr<uint64_t> StartFollow(const std::string& name, const logs::LogQuery& query,
+                                       bool no_retained, Emit emit,
                                        std::function<void(absl::Status)> end);
   void StopFollow(uint64_t id);
 
-  // Events (engine_streams.cc, EventFeed): replay from a cursor, then live, in commit order. `emit`
-  // returns false when the subscriber cannot take more (it is then told it lagged and the stream
-  // ends).
-  using EmitEvents = std::function<bool(v1::SubscribeEventsResponse)>;
-  using EndEvents = std::function<void(v1::SubscribeEventsResponse, absl::Status)>;
-  absl::StatusOr<uint64_t> Subscribe(const v1::SubscribeEventsRequest& request, EmitEvents emit,
-                                     EndEvents end);
+  // Events (engine_streams.cc, EventFeed): replay from a cursor, then live, in commit order.
+  // `subscriber.emit` returns false when the subscriber cannot take more (it is then told it
+  // lagged and the stream ends). Errors: RESOURCE_EXHAUSTED/LIMIT_REACHED, NOT_FOUND for an
+  // unknown instance filter.
+  absl::StatusOr<uint64_t> Subscribe(EventFeed::Subscriber subscriber);
   void Unsubscribe(uint64_t id);
 
   // Audit (EventFeed): one `audit uid=… rpc=… instance=… result=…` log line and one
   // persisted `audit` event per mutating call, whatever its outcome. `instance` may be empty.
   void Audit(uint32_t uid, std::string_view rpc, const std::string& instance,
              const absl::Status& outcome);
-
-  // Usage (engine_budget.cc; the views are UsageMeter's FillUsageView).
-  absl::Status GetUsage(const v1::GetUsageRequest& request, v1::GetUsageResponse* response);
-
-  // Configuration, secrets and memory backings (engine_config.cc).
-  absl::Status SetConfig(const v1::SetConfigRequest& request, v1::SetConfigResponse* response);
-  absl::Status GetConfig(const v1::GetConfigRequest& request, v1::GetConfigResponse* response);
-  absl::Status UnsetConfig(const v1::UnsetConfigRequest& request,
-                           v1::UnsetConfigResponse* response);
-  absl::Status SetSecret(const v1::SetSecretRequest& request, v1::SetSecretResponse* response);
-  absl::Status ListSecrets(v1::ListSecretsResponse* response);
-  absl::Status RemoveSecret(const v1::RemoveSecretRequest& request,
-                            v1::RemoveSecretResponse* response);
-  absl::Status AttachMemory(const v1::AttachMemoryRequest& request,
-                            v1::AttachMemoryResponse* response);
-  absl::Status DetachMemory(const v1::DetachMemoryRequest& request,
-                            v1::DetachMemoryResponse* response);
 
   // Telemetry (engine_metrics.cc): everything the metrics endpoint shows but the API request
   // counts and the daemon's own process figures, read in one go on the owner thread. The
@@ -186,6 +158,7 @@ class Engine {
 
   // The bound metrics endpoint, shown by GetStatus ("" = off). Set before Start().
   void set_metrics_address(std::string address) { metrics_address_ = std::move(address); }
+  const std::string& metrics_address() const { return metrics_address_; }
 
   const DaemonPaths& paths() const { return paths_; }
   int64_t started_at_ms() const { return started_at_ms_; }
@@ -193,21 +166,11 @@ class Engine {
  private:
   Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
          std::shared_ptr<spdlog::logger> logger, EngineSeams seams);
-  // Fills `instance` from the store after a command; errors only when the row is unreadable.
-  absl::Status Reload(const std::string& name, v1::AgentInstance* instance);
-  // The completion of a lifecycle command: copies notices and the fresh instance view.
-  template <typename Response>
-  supervisor::Done Complete(const std::string& name, Response* response, Finish finish);
-  // The read view of a row, with the config-derived fields (restart policy, memory) filled.
-  // `labels`: the row's labels when the caller has them (else they are read).
-  v1::AgentInstance View(const store::InstanceRow& row,
-                         const store::Store::Labels* labels = nullptr) const;
-  // ListAgents, with the process-tree figures only when `resources` (they cost /proc reads).
-  absl::Status ListAgentViews(v1::ListAgentsResponse* response, bool resources,
-                              const contract::Selector* selector = nullptr);
   // Sets view->resources from the row's live process tree, if any (reads /proc).
   void FillResourcesOf(const store::InstanceRow& row, v1::AgentInstance* view) const;
   void OnTransition(const store::InstanceRow& row, supervisor::State from, supervisor::State to);
+  // After a removal: the instance's proxy listener and metrics go with it.
+  void Forget(const std::string& name);
   // Copies the process backend's problem (a missing shim) into health_.
   void SyncLaunchHealth();
   // Reports a metering-proxy connection flood (a cap reached within the last minute).
@@ -286,12 +249,19 @@ class Engine {
          ActOnBreaches(row, run, breaches, limits);
        }}};  // after clock_; before proxy_, which queues into it
   supervisor::Supervisor supervisor_;
+  Instances instances_{Owners(),
+                       registry_,
+                       {[this](const std::string& name) { return ProxyUrl(name); },
+                        [this](const store::InstanceRow& row, v1::AgentInstance* view) {
+                          FillResourcesOf(row, view);
+                        }}};
+  Configuration configuration_{*store_, config_, registry_,
+                               [this](const std::string& name) { return ProxyUrl(name); }};
+  Lifecycle lifecycle_{*store_, registry_, supervisor_,
+                       {[this](const std::string& name) { Forget(name); }}};  // after supervisor_
   std::thread thread_;
   // Declared last: destroyed first, so no proxy callback outlives what it posts to.
   std::unique_ptr<metering::MeteringProxy> proxy_;
 };
-
-// INVALID_LABEL unless `key` is a valid label key an operator may set (not ktesio.io/...).
-absl::Status CheckOperatorLabel(std::string_view key);
 
 }  // namespace ktesio::daemon::engine

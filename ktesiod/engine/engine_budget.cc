@@ -102,17 +102,4 @@ void Engine::ResumePendingBudgetActions() {
   }
 }
 
-absl::Status Engine::GetUsage(const v1::GetUsageRequest& request, v1::GetUsageResponse* response) {
-  if (!request.name().empty()) {
-    KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.name()));
-    response->set_name(row.name);
-    FillUsageView(*store_, config_, row, response->mutable_usage(), nullptr, nullptr);
-    return absl::OkStatus();
-  }
-  v1::ListAgentsResponse all;
-  KT_RETURN_IF_ERROR(ListAgentViews(&all, false));
-  *response->mutable_totals() = all.totals();
-  return absl::OkStatus();
-}
-
 }  // namespace ktesio::daemon::engine

@@ -58,7 +58,7 @@ absl::Status Engine::CollectMetrics(telemetry::MetricsSnapshot* snapshot,
   for (const store::InstanceRow& row : rows) {
     const int index = snapshot->agents.instances_size();
     v1::AgentInstance* view = snapshot->agents.add_instances();
-    *view = View(row);
+    *view = instances_.View(row);
     if (std::optional<telemetry::TreeRoot> root = RootOf(row, index); root.has_value()) {
       roots->push_back(*root);
     }

@@ -1,6 +1,6 @@
-// The engine's streams at the API edge: log reads and follows, event subscriptions and the audit
-// trail, translated from their v1 requests to the log and event feeds; and the transition hook
-// that keeps the feeds (and the usage watches and proxy listeners) in step with the lifecycle.
+// The engine's streams: log reads and follows, event subscriptions and the audit trail, checked
+// against the stream limit and handed to the log and event feeds; and the transition hook that
+// keeps the feeds (and the usage watches and proxy listeners) in step with the lifecycle.
 
 #include "engine/engine.h"
 #include "ktesio/contract/error.h"
@@ -8,39 +8,28 @@
 
 namespace ktesio::daemon::engine {
 
-absl::Status Engine::ReadLogs(const v1::ReadLogsRequest& request, v1::ReadLogsResponse* response) {
-  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.filter().name()));
-  KT_ASSIGN_OR_RETURN(logs::LogQuery query, LogQueryOf(request.filter()));
-  if (!request.filter().no_retained()) {
-    LogFeed::Read(row, query, response->mutable_lines());
-  }
+absl::Status Engine::ReadLogs(const std::string& name, const logs::LogQuery& query,
+                              google::protobuf::RepeatedPtrField<v1::LogLine>* lines) {
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(name));
+  LogFeed::Read(row, query, lines);
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> Engine::StartFollow(const v1::LogFilter& filter, Emit emit,
+absl::StatusOr<uint64_t> Engine::StartFollow(const std::string& name, const logs::LogQuery& query,
+                                             bool no_retained, Emit emit,
                                              std::function<void(absl::Status)> end) {
   KT_RETURN_IF_ERROR(CheckStreamLimit());
-  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(filter.name()));
-  KT_ASSIGN_OR_RETURN(logs::LogQuery query, LogQueryOf(filter));
-  return logs_.Follow(row, query, filter.no_retained(), std::move(emit), std::move(end));
+  KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(name));
+  return logs_.Follow(row, query, no_retained, std::move(emit), std::move(end));
 }
 
 void Engine::StopFollow(uint64_t id) { logs_.Stop(id); }
 
-absl::StatusOr<uint64_t> Engine::Subscribe(const v1::SubscribeEventsRequest& request,
-                                           EmitEvents emit, EndEvents end) {
+absl::StatusOr<uint64_t> Engine::Subscribe(EventFeed::Subscriber subscriber) {
   KT_RETURN_IF_ERROR(CheckStreamLimit());
-  if (!request.instance().empty()) {
-    KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(request.instance()));
+  if (!subscriber.instance.empty()) {
+    KT_RETURN_IF_ERROR(registry_.Find(subscriber.instance).status());
   }
-  EventFeed::Subscriber subscriber;
-  subscriber.instance = request.instance();
-  subscriber.log = request.audit() ? store::EventLog::kAudit : store::EventLog::kEvents;
-  if (request.has_since_cursor()) {
-    subscriber.since_cursor = static_cast<int64_t>(request.since_cursor());
-  }
-  subscriber.emit = std::move(emit);
-  subscriber.end = std::move(end);
   return events_.Subscribe(std::move(subscriber));
 }
 

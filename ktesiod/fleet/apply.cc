@@ -36,11 +36,9 @@ struct Run {
     for (v1::PlanStep& step : *response->mutable_steps()) {
       if (step.ok() && !request.dry_run() && !step.actions().empty() &&
           step.actions(0) != v1::PLAN_ACTION_PRUNE) {
-        v1::GetAgentRequest get;
-        get.set_name(step.name());
-        v1::GetAgentResponse got;
-        if (engine->GetAgent(get, &got).ok()) {
-          *step.mutable_instance() = got.instance();
+        if (absl::StatusOr<v1::AgentInstance> view = engine->instances().View(step.name(), true);
+            view.ok()) {
+          *step.mutable_instance() = std::move(*view);
         }
       }
     }
@@ -63,15 +61,9 @@ void RunChain(std::shared_ptr<std::vector<Op>> ops, size_t next, Done done) {
   });
 }
 
-// Adapts a single-instance asynchronous engine command into an Op.
-template <typename Request, typename Response>
-Op Async(Engine* engine, void (Engine::*method)(const Request&, Response*, Engine::Finish),
-         Request request) {
-  return [engine, method, request = std::move(request)](Done done) {
-    auto req = std::make_shared<Request>(request);
-    auto resp = std::make_shared<Response>();
-    (engine->*method)(*req, resp.get(), [req, resp, done](absl::Status status) { done(status); });
-  };
+// A lifecycle command's completion as an Op's: its notices are not part of a plan step.
+engine::Lifecycle::Done StatusOnly(Done done) {
+  return [done = std::move(done)](absl::Status status, auto) { done(status); };
 }
 
 Op Register(Engine* engine, const Desired& desired) {
@@ -83,24 +75,18 @@ Op Register(Engine* engine, const Desired& desired) {
     } else {
       request.set_builtin_kind(desired.spec->builtin_kind());
     }
-    v1::RegisterAgentResponse response;
-    done(engine->RegisterAgent(request, &response));
+    done(engine->instances().Register(request, engine->limits().max_instances).status());
   };
 }
 
 Op Configure(Engine* engine, const Step& step) {
   return [engine, &step](Done done) {
-    if (absl::Status s = engine->SetInstanceLabels(step.name, step.labels); !s.ok()) {
+    if (absl::Status s = engine->instances().SetLabels(step.name, step.labels); !s.ok()) {
       done(s);
       return;
     }
     for (const auto& [key, value] : step.config_to_set) {
-      v1::SetConfigRequest request;
-      request.set_name(step.name);
-      request.set_key(key);
-      request.set_value(value);
-      v1::SetConfigResponse response;
-      if (absl::Status s = engine->SetConfig(request, &response); !s.ok()) {
+      if (absl::Status s = engine->configuration().Set(step.name, key, value).status(); !s.ok()) {
         done(s);
         return;
       }
@@ -110,25 +96,25 @@ Op Configure(Engine* engine, const Step& step) {
 }
 
 Op Start(Engine* engine, const std::string& name) {
-  v1::StartAgentRequest request;
-  request.set_name(name);
-  return Async(engine, &Engine::StartAgent, request);
+  return [engine, name](Done done) { engine->lifecycle().Start(name, StatusOnly(std::move(done))); };
 }
 
 Op Stop(Engine* engine, const std::string& name, const v1::ApplyFleetRequest& apply) {
-  v1::StopAgentRequest request;
-  request.set_name(name);
-  if (apply.has_timeout_seconds()) {
-    request.set_timeout_seconds(apply.timeout_seconds());
-  }
-  return Async(engine, &Engine::StopAgent, request);
+  const std::optional<uint32_t> window =
+      apply.has_timeout_seconds() ? std::optional<uint32_t>(apply.timeout_seconds()) : std::nullopt;
+  return [engine, name, window](Done done) {
+    engine->lifecycle().Stop(name, window, StatusOnly(std::move(done)));
+  };
 }
 
 Op Remove(Engine* engine, const std::string& name) {
-  v1::RemoveAgentRequest request;
-  request.set_name(name);
-  request.set_force(true);  // a live pruned/recreated instance is stopped first
-  return Async(engine, &Engine::RemoveAgent, request);
+  return [engine, name](Done done) {
+    // force: a live pruned/recreated instance is stopped first; the home is kept.
+    engine->lifecycle().Remove(name, {.force = true, .delete_home = false},
+                               [done = std::move(done)](absl::StatusOr<store::InstanceRow> row) {
+                                 done(row.status());
+                               });
+  };
 }
 
 // The operations of one step, in order.
@@ -179,10 +165,9 @@ void SetError(const absl::Status& status, v1::PlanStep* out) {
 
 // The instances as the planner sees them, with their instance-layer config.
 absl::StatusOr<std::vector<Current>> ReadCurrent(Engine& engine) {
-  v1::ListAgentsRequest request;
-  request.set_skip_resources(true);
+  KT_ASSIGN_OR_RETURN(std::vector<engine::Instances::Listed> rows, engine.instances().List());
   v1::ListAgentsResponse listed;
-  KT_RETURN_IF_ERROR(engine.ListAgents(request, &listed));
+  engine.instances().Views(rows, false, &listed);
   std::vector<Current> current;
   for (const v1::AgentInstance& instance : listed.instances()) {
     Current c;

@@ -5,7 +5,9 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "engine/view.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/labels.h"
 
 namespace ktesio::daemon::fleet {
 namespace {
@@ -72,86 +74,64 @@ std::string AlreadyThere(v1::BatchVerb verb, v1::AgentState state) {
   return "";
 }
 
-// Starts the single-instance operation; `done` gets the result on the owner thread.
-template <typename Request, typename Response, typename Method>
-void Launch(engine::Engine& engine, Method method, Request request,
-            std::function<void(v1::BatchResult)> done) {
-  auto req = std::make_shared<Request>(std::move(request));
-  auto resp = std::make_shared<Response>();
-  (engine.*method)(*req, resp.get(), [req, resp, done = std::move(done)](absl::Status status) {
+// The result of a member's command: its notices and, when it succeeded, the instance as it is
+// now.
+engine::Lifecycle::Done Answer(engine::Engine& engine, const std::string& name,
+                               std::function<void(v1::BatchResult)> done) {
+  return [&engine, name, done = std::move(done)](absl::Status status,
+                                                 std::vector<std::string> notices) {
     v1::BatchResult result;
-    result.set_name(req->name());
+    result.set_name(name);
     if (!status.ok()) {
       FillError(status, &result);
     } else {
       result.set_ok(true);
-      if constexpr (requires { resp->instance(); }) {
-        *result.mutable_instance() = resp->instance();
+      if (absl::StatusOr<v1::AgentInstance> view = engine.instances().View(name); view.ok()) {
+        *result.mutable_instance() = std::move(*view);
       }
     }
-    if constexpr (requires { resp->notices(); }) {
-      for (const std::string& notice : resp->notices()) {
-        result.add_notices(notice);
-      }
-    }
+    result.mutable_notices()->Add(notices.begin(), notices.end());
     done(std::move(result));
-  });
+  };
+}
+
+std::optional<uint32_t> StopWindow(const v1::BatchAgentsRequest& batch) {
+  return batch.has_timeout_seconds() ? std::optional<uint32_t>(batch.timeout_seconds())
+                                     : std::nullopt;
 }
 
 void LaunchOne(engine::Engine& engine, const v1::BatchAgentsRequest& batch, const std::string& name,
                std::function<void(v1::BatchResult)> done) {
-  using engine::Engine;
+  engine::Lifecycle& lifecycle = engine.lifecycle();
   switch (batch.verb()) {
-    case v1::BATCH_VERB_START: {
-      v1::StartAgentRequest r;
-      r.set_name(name);
-      Launch<v1::StartAgentRequest, v1::StartAgentResponse>(engine, &Engine::StartAgent, r,
-                                                            std::move(done));
+    case v1::BATCH_VERB_START:
+      lifecycle.Start(name, Answer(engine, name, std::move(done)));
       return;
-    }
-    case v1::BATCH_VERB_STOP: {
-      v1::StopAgentRequest r;
-      r.set_name(name);
-      if (batch.has_timeout_seconds()) {
-        r.set_timeout_seconds(batch.timeout_seconds());
-      }
-      Launch<v1::StopAgentRequest, v1::StopAgentResponse>(engine, &Engine::StopAgent, r,
-                                                          std::move(done));
+    case v1::BATCH_VERB_STOP:
+      lifecycle.Stop(name, StopWindow(batch), Answer(engine, name, std::move(done)));
       return;
-    }
-    case v1::BATCH_VERB_RESTART: {
-      v1::RestartAgentRequest r;
-      r.set_name(name);
-      if (batch.has_timeout_seconds()) {
-        r.set_timeout_seconds(batch.timeout_seconds());
-      }
-      Launch<v1::RestartAgentRequest, v1::RestartAgentResponse>(engine, &Engine::RestartAgent, r,
-                                                                std::move(done));
+    case v1::BATCH_VERB_RESTART:
+      lifecycle.Restart(name, StopWindow(batch), Answer(engine, name, std::move(done)));
       return;
-    }
-    case v1::BATCH_VERB_PAUSE: {
-      v1::PauseAgentRequest r;
-      r.set_name(name);
-      Launch<v1::PauseAgentRequest, v1::PauseAgentResponse>(engine, &Engine::PauseAgent, r,
-                                                            std::move(done));
+    case v1::BATCH_VERB_PAUSE:
+      lifecycle.Pause(name, Answer(engine, name, std::move(done)));
       return;
-    }
-    case v1::BATCH_VERB_RESUME: {
-      v1::ResumeAgentRequest r;
-      r.set_name(name);
-      Launch<v1::ResumeAgentRequest, v1::ResumeAgentResponse>(engine, &Engine::ResumeAgent, r,
-                                                              std::move(done));
+    case v1::BATCH_VERB_RESUME:
+      lifecycle.Resume(name, Answer(engine, name, std::move(done)));
       return;
-    }
-    case v1::BATCH_VERB_REMOVE: {
-      v1::RemoveAgentRequest r;
-      r.set_name(name);
-      r.set_delete_home(batch.delete_home());
-      r.set_force(batch.force());
-      Launch<v1::RemoveAgentRequest, v1::RemoveAgentResponse>(engine, &Engine::RemoveAgent, r,
-                                                              std::move(done));
+    case v1::BATCH_VERB_REMOVE:
+      lifecycle.Remove(name, {.force = batch.force(), .delete_home = batch.delete_home()},
+                       [name, done = std::move(done)](absl::StatusOr<store::InstanceRow> removed) {
+                         v1::BatchResult result;
+                         result.set_name(name);
+                         if (removed.ok()) {
+                           result.set_ok(true);
+                         } else {
+                           FillError(removed.status(), &result);
+                         }
+                         done(std::move(result));
+                       });
       return;
-    }
     default:
       break;
   }
@@ -197,31 +177,23 @@ void RunBatch(engine::Engine& engine, const v1::BatchAgentsRequest& request,
     finish(Usage("name the instances, give a selector, or ask for all"));
     return;
   }
-  v1::ListAgentsRequest list_request;
-  list_request.set_selector(request.selector());
-  list_request.set_skip_resources(true);
-  v1::ListAgentsResponse listed;
-  if (absl::Status status = engine.ListAgents(list_request, &listed); !status.ok()) {
-    finish(status);
+  absl::StatusOr<contract::Selector> selector = contract::Selector::Parse(request.selector());
+  if (!selector.ok()) {
+    finish(selector.status());
     return;
   }
-  std::map<std::string, v1::AgentState> existing;  // every instance, when names are given
-  if (request.names_size() > 0) {
-    v1::ListAgentsRequest every;
-    every.set_skip_resources(true);
-    v1::ListAgentsResponse all;
-    if (absl::Status status = engine.ListAgents(every, &all); !status.ok()) {
-      finish(status);
-      return;
-    }
-    for (const v1::AgentInstance& instance : all.instances()) {
-      existing[instance.name()] = instance.state();
-    }
+  absl::StatusOr<std::vector<engine::Instances::Listed>> every = engine.instances().List();
+  if (!every.ok()) {
+    finish(every.status());
+    return;
   }
+  std::map<std::string, v1::AgentState> existing;  // every instance
   std::map<std::string, std::optional<v1::AgentState>> targets;  // nullopt: no such instance
-  if (request.all() || by_selector) {
-    for (const v1::AgentInstance& instance : listed.instances()) {
-      targets[instance.name()] = instance.state();
+  for (const engine::Instances::Listed& item : *every) {
+    const v1::AgentState state = engine::StateFromWire(item.row.state);
+    existing[item.row.name] = state;
+    if (request.all() || (by_selector && selector->Matches(item.labels))) {
+      targets[item.row.name] = state;
     }
   }
   for (const std::string& name : request.names()) {
@@ -256,11 +228,9 @@ void RunBatch(engine::Engine& engine, const v1::BatchAgentsRequest& request,
       result.set_name(name);
       result.set_ok(true);
       result.add_notices(already);
-      v1::GetAgentRequest get;
-      get.set_name(name);
-      v1::GetAgentResponse got;
-      if (engine.GetAgent(get, &got).ok()) {
-        *result.mutable_instance() = got.instance();
+      if (absl::StatusOr<v1::AgentInstance> view = engine.instances().View(name, true);
+          view.ok()) {
+        *result.mutable_instance() = std::move(*view);
       }
       done(std::move(result));
       continue;

@@ -91,11 +91,11 @@ void AddInstance(const v1::AgentInstance& instance, std::vector<TomlLeaf>* leave
 
 absl::Status Export(engine::Engine& engine, const v1::ExportFleetRequest& request,
                     v1::ExportFleetResponse* response) {
-  v1::ListAgentsRequest list;
-  list.set_selector(request.selector());
-  list.set_skip_resources(true);
+  KT_ASSIGN_OR_RETURN(contract::Selector selector, contract::Selector::Parse(request.selector()));
+  KT_ASSIGN_OR_RETURN(std::vector<engine::Instances::Listed> rows,
+                      engine.instances().List(&selector));
   v1::ListAgentsResponse listed;
-  KT_RETURN_IF_ERROR(engine.ListAgents(list, &listed));
+  engine.instances().Views(rows, false, &listed);
   std::string name = request.name();
   if (name.empty()) {
     name = HostName();

@@ -1,0 +1,122 @@
+#include "engine/lifecycle.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "ktesio/contract/error.h"
+
+namespace ktesio::daemon::engine {
+
+namespace reason = contract::reason;
+
+void Lifecycle::Send(const std::string& name, const std::string& text,
+                     std::function<void(absl::StatusOr<uint64_t>)> done) {
+  if (text.find('\n') != std::string::npos) {
+    done(contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
+                             "send takes one line: the text must not contain a newline"));
+    return;
+  }
+  supervisor_.SendInput(name, text, std::move(done));
+}
+
+void Lifecycle::Remove(const std::string& name, RemoveOptions options,
+                       std::function<void(absl::StatusOr<store::InstanceRow>)> done) {
+  absl::StatusOr<store::InstanceRow> row = registry_.Find(name);
+  if (!row.ok()) {
+    done(row.status());
+    return;
+  }
+  const std::optional<supervisor::State> state = supervisor::ParseState(row->state);
+  if (options.force &&
+      (state == supervisor::State::kRunning || state == supervisor::State::kPaused)) {
+    // --force stops first, with a short graceful window so the call stays bounded.
+    supervisor_.Stop(name, 5,
+                     [this, name, options, done = std::move(done)](absl::Status status, auto) {
+                       if (!status.ok()) {
+                         done(status);
+                         return;
+                       }
+                       RemoveNow(name, options.delete_home, done);
+                     });
+    return;
+  }
+  RemoveNow(name, options.delete_home, done);
+}
+
+void Lifecycle::RemoveNow(const std::string& name, bool delete_home,
+                          const std::function<void(absl::StatusOr<store::InstanceRow>)>& done) {
+  absl::StatusOr<store::InstanceRow> current = registry_.Find(name);
+  if (!current.ok()) {
+    done(current.status());
+    return;
+  }
+  const std::optional<supervisor::State> state = supervisor::ParseState(current->state);
+  if (state.has_value() && supervisor::IsLive(*state)) {
+    done(contract::MakeError(
+        absl::StatusCode::kFailedPrecondition, reason::kInvalidState,
+        absl::StrCat("cannot remove Agent Instance '", current->name, "' while it is '",
+                     current->state, "' (stop it first, or pass --force)")));
+    return;
+  }
+  supervisor_.Forget(current->name);
+  if (absl::Status status = registry_.Remove(*current, delete_home); !status.ok()) {
+    done(status);
+    return;
+  }
+  hooks_.forget(current->name);
+  done(std::move(*current));
+}
+
+void Lifecycle::StopAll(std::optional<uint32_t> window,
+                        std::function<void(absl::StatusOr<StopAllOutcome>)> done) {
+  absl::StatusOr<std::vector<store::InstanceRow>> rows = store_.ListInstances();
+  if (!rows.ok()) {
+    done(rows.status());
+    return;
+  }
+  struct Fleet {
+    size_t left = 0;
+    StopAllOutcome outcome;
+    std::function<void(absl::StatusOr<StopAllOutcome>)> done;
+  };
+  auto fleet = std::make_shared<Fleet>();
+  fleet->done = std::move(done);
+  std::vector<std::string> live;
+  for (const store::InstanceRow& row : *rows) {
+    const supervisor::State state = supervisor::RowState(row);
+    if (state == supervisor::State::kRunning || state == supervisor::State::kPaused) {
+      live.push_back(row.name);
+    } else if (state == supervisor::State::kStarting || state == supervisor::State::kStopping) {
+      fleet->outcome.notices.push_back(absl::StrCat(
+          row.name, ": '", row.state, "', left to finish that transition; not stopped"));
+    } else if (supervisor_.RestartPending(row.name)) {
+      live.push_back(row.name);  // Stop cancels the pending restart
+    }
+  }
+  if (live.empty()) {
+    fleet->done(std::move(fleet->outcome));
+    return;
+  }
+  fleet->left = live.size();
+  for (const std::string& name : live) {
+    supervisor_.Stop(name, window,
+                     [fleet, name](absl::Status status, std::vector<std::string> notices) {
+                       StopAllOutcome& outcome = fleet->outcome;
+                       for (const std::string& notice : notices) {
+                         outcome.notices.push_back(absl::StrCat(name, ": ", notice));
+                       }
+                       if (!status.ok()) {
+                         outcome.notices.push_back(absl::StrCat(name, ": ", status.message()));
+                       }
+                       outcome.acted.push_back(name);
+                       if (--fleet->left > 0) {
+                         return;
+                       }
+                       std::sort(outcome.acted.begin(), outcome.acted.end());
+                       fleet->done(std::move(outcome));
+                     });
+  }
+}
+
+}  // namespace ktesio::daemon::engine
