@@ -54,8 +54,7 @@ absl::Status ListAgents(engine::Engine& engine, const v1::ListAgentsRequest& req
 
 absl::Status GetAgent(engine::Engine& engine, const v1::GetAgentRequest& request,
                       v1::GetAgentResponse* response) {
-  KT_ASSIGN_OR_RETURN(*response->mutable_instance(),
-                      engine.instances().View(request.name(), true));
+  KT_ASSIGN_OR_RETURN(*response->mutable_instance(), engine.instances().View(request.name(), true));
   return absl::OkStatus();
 }
 

@@ -75,8 +75,7 @@ absl::StatusOr<Configuration::Written> Configuration::Set(const std::string& nam
 }
 
 absl::StatusOr<std::vector<config::Entry>> Configuration::Get(const std::string& name,
-                                                              const std::string& key,
-                                                              bool reveal) {
+                                                              const std::string& key, bool reveal) {
   KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(name));
   if (!key.empty()) {
     if (absl::Status status = config::ValidateKey(key, config::Writer::kOperator);

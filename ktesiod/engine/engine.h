@@ -109,7 +109,7 @@ class Engine {
   // What GetStatus reports beyond the paths and versions.
   struct StatusReport {
     int64_t uptime_ms = 0;
-    std::vector<std::string> problems;  // what keeps the daemon from doing its job
+    std::vector<std::string> problems;                   // what keeps the daemon from doing its job
     std::map<std::string, uint32_t> instances_by_state;  // wire state -> count
     uint32_t instances_total = 0;
   };
@@ -257,8 +257,9 @@ class Engine {
                         }}};
   Configuration configuration_{*store_, config_, registry_,
                                [this](const std::string& name) { return ProxyUrl(name); }};
-  Lifecycle lifecycle_{*store_, registry_, supervisor_,
-                       {[this](const std::string& name) { Forget(name); }}};  // after supervisor_
+  Lifecycle lifecycle_{*store_, registry_, supervisor_, {[this](const std::string& name) {
+                         Forget(name);
+                       }}};  // after supervisor_
   std::thread thread_;
   // Declared last: destroyed first, so no proxy callback outlives what it posts to.
   std::unique_ptr<metering::MeteringProxy> proxy_;

@@ -101,8 +101,8 @@ absl::Status Instances::SetLabels(const std::string& name, const store::Store::L
   return owners_.store->SetLabels(row.id, labels);
 }
 
-v1::AgentInstance Instances::View(const store::InstanceRow& row,
-                                  const store::Store::Labels* labels, bool resources) const {
+v1::AgentInstance Instances::View(const store::InstanceRow& row, const store::Store::Labels* labels,
+                                  bool resources) const {
   v1::AgentInstance view = BuildInstanceView(row);
   if (labels != nullptr) {
     view.mutable_labels()->insert(labels->begin(), labels->end());

@@ -30,8 +30,8 @@ class Lifecycle {
     std::function<void(const std::string& name)> forget;
   };
 
-  Lifecycle(store::Store& store, registry::Registry& registry,
-            supervisor::Supervisor& supervisor, Hooks hooks)
+  Lifecycle(store::Store& store, registry::Registry& registry, supervisor::Supervisor& supervisor,
+            Hooks hooks)
       : store_(store), registry_(registry), supervisor_(supervisor), hooks_(std::move(hooks)) {}
 
   void Start(const std::string& name, Done done) { supervisor_.Start(name, std::move(done)); }

@@ -96,7 +96,8 @@ Op Configure(Engine* engine, const Step& step) {
 }
 
 Op Start(Engine* engine, const std::string& name) {
-  return [engine, name](Done done) { engine->lifecycle().Start(name, StatusOnly(std::move(done))); };
+  return
+      [engine, name](Done done) { engine->lifecycle().Start(name, StatusOnly(std::move(done))); };
 }
 
 Op Stop(Engine* engine, const std::string& name, const v1::ApplyFleetRequest& apply) {
@@ -110,10 +111,9 @@ Op Stop(Engine* engine, const std::string& name, const v1::ApplyFleetRequest& ap
 Op Remove(Engine* engine, const std::string& name) {
   return [engine, name](Done done) {
     // force: a live pruned/recreated instance is stopped first; the home is kept.
-    engine->lifecycle().Remove(name, {.force = true, .delete_home = false},
-                               [done = std::move(done)](absl::StatusOr<store::InstanceRow> row) {
-                                 done(row.status());
-                               });
+    engine->lifecycle().Remove(
+        name, {.force = true, .delete_home = false},
+        [done = std::move(done)](absl::StatusOr<store::InstanceRow> row) { done(row.status()); });
   };
 }
 

@@ -187,7 +187,7 @@ void RunBatch(engine::Engine& engine, const v1::BatchAgentsRequest& request,
     finish(every.status());
     return;
   }
-  std::map<std::string, v1::AgentState> existing;  // every instance
+  std::map<std::string, v1::AgentState> existing;                // every instance
   std::map<std::string, std::optional<v1::AgentState>> targets;  // nullopt: no such instance
   for (const engine::Instances::Listed& item : *every) {
     const v1::AgentState state = engine::StateFromWire(item.row.state);
@@ -228,8 +228,7 @@ void RunBatch(engine::Engine& engine, const v1::BatchAgentsRequest& request,
       result.set_name(name);
       result.set_ok(true);
       result.add_notices(already);
-      if (absl::StatusOr<v1::AgentInstance> view = engine.instances().View(name, true);
-          view.ok()) {
+      if (absl::StatusOr<v1::AgentInstance> view = engine.instances().View(name, true); view.ok()) {
         *result.mutable_instance() = std::move(*view);
       }
       done(std::move(result));
