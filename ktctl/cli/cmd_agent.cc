@@ -336,6 +336,9 @@ int Send(Context& ctx, const LocalArgs& args) {
 
 }  // namespace
 
+// The agent commands' rows of the one command table: declarative data (path, summary, operands,
+// flags, handler per command), so its length (~85 lines) is stated rather than split: a row
+// read whole is the command's whole interface.
 void AddAgentCommands(std::vector<Command>& commands) {
   using Stub = v1::AgentService::Stub;
   commands.push_back({{"agent", "register"},

@@ -111,6 +111,32 @@ class Metrics {
   std::string now_;
 };
 
+// The agent's budget limits and what is left of each, one point per limit it has.
+void BudgetPoints(const v1::AgentInstance& a, std::vector<Metrics::DoublePoint>& limits,
+                  std::vector<Metrics::DoublePoint>& remaining) {
+  if (!a.has_budget()) {
+    return;
+  }
+  const v1::BudgetView& b = a.budget();
+  auto add = [&](const char* scope, const char* dimension, bool has, double limit, double left) {
+    if (has) {
+      Attributes attributes = {
+          {"ktesio.agent", a.name()}, {"scope", scope}, {"dimension", dimension}};
+      limits.push_back({attributes, limit});
+      remaining.push_back({attributes, left});
+    }
+  };
+  add("run", "tokens", b.has_per_run_limit(), static_cast<double>(b.per_run_limit()),
+      static_cast<double>(b.per_run_remaining()));
+  add("cumulative", "tokens", b.has_cumulative_limit(), static_cast<double>(b.cumulative_limit()),
+      static_cast<double>(b.cumulative_remaining()));
+  add("run", "dollars", b.has_per_run_cost_cap(), static_cast<double>(b.per_run_cost_cap()) / 1e6,
+      static_cast<double>(b.per_run_dollars_remaining()) / 1e6);
+  add("cumulative", "dollars", b.has_cumulative_cost_cap(),
+      static_cast<double>(b.cumulative_cost_cap()) / 1e6,
+      static_cast<double>(b.cumulative_dollars_remaining()) / 1e6);
+}
+
 void AgentMetrics(const MetricsSnapshot& s, Metrics& m) {
   const auto& agents = s.agents.instances();
   std::vector<Metrics::DoublePoint> states;
@@ -156,28 +182,7 @@ void AgentMetrics(const MetricsSnapshot& s, Metrics& m) {
       memory.push_back(
           {{{"ktesio.agent", agent}}, static_cast<double>(a.resources().resident_memory_bytes())});
     }
-    if (a.has_budget()) {
-      const v1::BudgetView& b = a.budget();
-      auto add = [&](const char* scope, const char* dimension, bool has, double limit,
-                     double left) {
-        if (has) {
-          Attributes attributes = {
-              {"ktesio.agent", agent}, {"scope", scope}, {"dimension", dimension}};
-          limits.push_back({attributes, limit});
-          remaining.push_back({attributes, left});
-        }
-      };
-      add("run", "tokens", b.has_per_run_limit(), static_cast<double>(b.per_run_limit()),
-          static_cast<double>(b.per_run_remaining()));
-      add("cumulative", "tokens", b.has_cumulative_limit(),
-          static_cast<double>(b.cumulative_limit()), static_cast<double>(b.cumulative_remaining()));
-      add("run", "dollars", b.has_per_run_cost_cap(),
-          static_cast<double>(b.per_run_cost_cap()) / 1e6,
-          static_cast<double>(b.per_run_dollars_remaining()) / 1e6);
-      add("cumulative", "dollars", b.has_cumulative_cost_cap(),
-          static_cast<double>(b.cumulative_cost_cap()) / 1e6,
-          static_cast<double>(b.cumulative_dollars_remaining()) / 1e6);
-    }
+    BudgetPoints(a, limits, remaining);
   }
   m.Gauge("ktesio.agent.state", "1", "1 for the state the agent is in, 0 for the others.",
           state_of);

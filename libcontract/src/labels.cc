@@ -123,9 +123,10 @@ absl::Status ValidateLabelValue(std::string_view key, std::string_view value) {
                         "beginning and ending with a letter or digit"));
 }
 
-absl::StatusOr<Selector> Selector::Parse(std::string_view text) {
-  Selector selector;
-  // Split on commas outside parentheses.
+namespace {
+
+// `text` split on the commas outside parentheses (one level of them at most).
+absl::StatusOr<std::vector<std::string_view>> SplitRequirements(std::string_view text) {
   std::vector<std::string_view> parts;
   int depth = 0;
   size_t begin = 0;
@@ -145,6 +146,18 @@ absl::StatusOr<Selector> Selector::Parse(std::string_view text) {
   if (depth != 0) {
     return SelectorError(Printable(text), "unbalanced parentheses");
   }
+  return parts;
+}
+
+}  // namespace
+
+absl::StatusOr<Selector> Selector::Parse(std::string_view text) {
+  Selector selector;
+  absl::StatusOr<std::vector<std::string_view>> split = SplitRequirements(text);
+  if (!split.ok()) {
+    return split.status();
+  }
+  const std::vector<std::string_view>& parts = *split;
   if (parts.size() == 1 && Trim(parts[0]).empty()) {
     return selector;
   }

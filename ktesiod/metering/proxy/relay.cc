@@ -151,9 +151,9 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
   co_return std::nullopt;
 }
 
-// One loop relays the whole body, so its length (~85 lines) is stated: each turn drains what
-// the provider sent, writes it to the agent in one go and waits for more, and every way out
-// (done, agent gone, provider cut off) must report the call exactly once.
+// One loop relays the whole body, so its length (~95 lines with comments) is stated: each turn
+// drains what the provider sent, writes it to the agent in one go and waits for more, and every way
+// out (done, agent gone, provider cut off) must report the call exactly once.
 template <class Stream>
 asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
     Stream& upstream_stream, UpstreamConn& up, ConnState& conn, Request& out, bool reused,
