@@ -97,25 +97,7 @@ absl::StatusOr<std::string> ReadGuarded(const std::string& path) {
                              "(run: chmod 600 ",
                              path, ")"));
   }
-  std::string content;
-  char buffer[16384];
-  while (true) {
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return IoError("cannot read", path, err);
-    }
-    if (n == 0) {
-      break;
-    }
-    content.append(buffer, static_cast<size_t>(n));
-  }
-  close(fd);
-  return content;
+  return fs::ReadAndClose(fd, path);
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ReadAll(const std::string& path) {

@@ -82,6 +82,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   if (fd < 0) {
     return IoError("cannot open", path, errno);
   }
+  return ReadAndClose(fd, path);
+}
+
+absl::StatusOr<std::string> ReadAndClose(int fd, const std::string& path) {
   std::string content;
   char buffer[65536];
   while (true) {

@@ -23,6 +23,9 @@ absl::Status WriteFileAtomic(const std::string& path, std::string_view content, 
 
 // Reads a whole file. Errors: NOT_FOUND/IO_ERROR when missing, INTERNAL/IO_ERROR otherwise.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
+// Reads what is left of the open descriptor `fd` and closes it, whatever happens; `path` names
+// it in errors. Errors: INTERNAL/IO_ERROR.
+absl::StatusOr<std::string> ReadAndClose(int fd, const std::string& path);
 
 // Creates `path` (and missing parents) with `mode` on the leaf; an existing directory is
 // accepted and its mode left alone unless `enforce_mode`. Errors: INTERNAL/IO_ERROR.

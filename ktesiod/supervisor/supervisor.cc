@@ -323,27 +323,40 @@ void Supervisor::Launch(store::InstanceRow row, bool automatic) {
   });
 }
 
+Supervisor::Runtime* Supervisor::StillStarting(const std::string& name, uint64_t generation,
+                                               store::InstanceRow& row) {
+  absl::StatusOr<store::InstanceRow> loaded = Load(name);
+  if (!loaded.ok()) {
+    return nullptr;
+  }
+  Runtime& rt = RuntimeFor(*loaded);
+  if (rt.generation != generation || RowState(*loaded) != State::kStarting) {
+    return nullptr;
+  }
+  row = std::move(*loaded);
+  return &rt;
+}
+
 void Supervisor::OnLaunched(const std::string& name, uint64_t generation,
                             absl::StatusOr<process::Launched> launched) {
-  absl::StatusOr<store::InstanceRow> row = Load(name);
-  if (!row.ok()) {
-    return;
-  }
-  Runtime& rt = RuntimeFor(*row);
-  if (rt.generation != generation || RowState(*row) != State::kStarting) {
+  store::InstanceRow row;
+  Runtime* const rt = StillStarting(name, generation, row);
+  if (rt == nullptr) {
     return;
   }
   if (!launched.ok()) {
-    row->last_exit = std::string(launched.status().message());
+    row.last_exit = std::string(launched.status().message());
     std::optional<RestartDecision> decision;
-    if (rt.automatic_start) {
-      decision = DecideRestart(SettingsFor(*row).restart, {false, 0, row->crash_streak});
-      row->crash_streak = decision->crash_streak;  // committed with the transition
+    if (rt->automatic_start) {
+      decision = DecideRestart(SettingsFor(row).restart, {false, 0, row.crash_streak});
+      row.crash_streak = decision->crash_streak;  // committed with the transition
     }
     RecordEnd(
-        std::move(*row), State::kFailed,
+        std::move(row), State::kFailed,
         absl::StrCat("launch-error{", launched.status().message(), "}"), clock_.NowUnixMs(),
-        [&](const absl::Status& status) { Finish(rt.start_waiters, status, rt.start_notices); },
+        [this, rt](const absl::Status& status) {
+          Finish(rt->start_waiters, status, rt->start_notices);
+        },
         [this, decision](store::InstanceRow& committed) {
           if (decision.has_value()) {
             ScheduleRestart(committed, *decision);
@@ -352,34 +365,31 @@ void Supervisor::OnLaunched(const std::string& name, uint64_t generation,
     return;
   }
   // The write-ahead spawn record: committed before the agent counts as supervised.
-  row->pid = launched->agent.pid;
-  row->pid_start_time = launched->agent.start_time;
-  row->shim_pid = launched->shim.pid;
-  row->shim_start_time = launched->shim.start_time;
-  row->boot_id = CurrentBootId();
-  row->started_at_ms = clock_.NowUnixMs();
-  if (absl::Status status = store_.UpdateInstance(*row); !status.ok()) {
+  row.pid = launched->agent.pid;
+  row.pid_start_time = launched->agent.start_time;
+  row.shim_pid = launched->shim.pid;
+  row.shim_start_time = launched->shim.start_time;
+  row.boot_id = CurrentBootId();
+  row.started_at_ms = clock_.NowUnixMs();
+  if (absl::Status status = store_.UpdateInstance(row); !status.ok()) {
     log_->error("spawn record not committed instance={} error={}", name,
                 std::string(status.message()));
   }
   backend_.WatchExit(launched->shim, [this, name, generation] { OnExit(name, generation); });
-  rt.ready_timer->Arm(kReadinessWindow, [this, name, generation] { OnReady(name, generation); });
+  rt->ready_timer->Arm(kReadinessWindow, [this, name, generation] { OnReady(name, generation); });
 }
 
 void Supervisor::OnReady(const std::string& name, uint64_t generation) {
-  absl::StatusOr<store::InstanceRow> row = Load(name);
-  if (!row.ok()) {
+  store::InstanceRow row;
+  Runtime* const rt = StillStarting(name, generation, row);
+  if (rt == nullptr) {
     return;
   }
-  Runtime& rt = RuntimeFor(*row);
-  if (rt.generation != generation || RowState(*row) != State::kStarting) {
-    return;
-  }
-  absl::Status status = Commit(*row, State::kRunning, "adapter-ready");
-  Finish(rt.start_waiters, status, rt.start_notices);
-  if (rt.pending_budget.has_value()) {
-    auto [stop, cause] = *rt.pending_budget;
-    rt.pending_budget.reset();
+  absl::Status status = Commit(row, State::kRunning, "adapter-ready");
+  Finish(rt->start_waiters, status, rt->start_notices);
+  if (rt->pending_budget.has_value()) {
+    auto [stop, cause] = *rt->pending_budget;
+    rt->pending_budget.reset();
     BudgetAction(name, stop, cause);
   }
 }

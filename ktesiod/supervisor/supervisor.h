@@ -148,6 +148,9 @@ class Supervisor {
   void OnLaunched(const std::string& name, uint64_t generation,
                   absl::StatusOr<process::Launched> launched);
   void OnReady(const std::string& name, uint64_t generation);
+  // The runtime of `name` (and its row, into `row`) while launch `generation` is still the one
+  // starting; nullptr once a later command or an exit has superseded it.
+  Runtime* StillStarting(const std::string& name, uint64_t generation, store::InstanceRow& row);
   void OnExit(const std::string& name, uint64_t generation);
   void ApplyExit(store::InstanceRow& row, const std::optional<process::ExitRecord>& exit, bool lost,
                  const std::string& lost_detail);
