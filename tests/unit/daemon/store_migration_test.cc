@@ -1,9 +1,9 @@
 // Upgrades lose nothing: for every earlier schema version there is a checked-in store populated
-// at that version (tests/fixtures/store/vN.sql: the shipped migrations up to N, then instances,
-// spawn records, runs, ledger rows, prices, breaches, unknown-usage calls, events). Each must
-// migrate to the current version with every row and total intact, read through the Store as the
-// daemon reads it, and keep working (cursors continue). Keep adding a fixture for the version
-// before each future schema change.
+// at that version (tests/fixtures/store: the shipped migrations up to N, then what daemons up to
+// version N wrote: instances, spawn records, runs, ledger rows, prices, breaches, unknown-usage
+// calls, events; see its README.md). Each must migrate to the current version with every row
+// and total intact, read through the Store as the daemon reads it, and keep working (cursors
+// continue). Keep adding the layers of the version before each future schema change.
 
 #include <sqlite3.h>
 
@@ -19,9 +19,27 @@
 namespace ktesio::daemon::store {
 namespace {
 
-std::string ReadFixture(int version) {
-  std::ifstream in(std::string(KTESIO_STORE_FIXTURES) + "/v" + std::to_string(version) + ".sql");
+std::string ReadLayer(const std::string& name) {
+  std::ifstream in(std::string(KTESIO_STORE_FIXTURES) + "/" + name);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The store a version-`version` daemon left: migrations 1..version, then their data 1..version;
+// "" when a layer is missing.
+std::string ReadFixture(int version) {
+  std::string schema;
+  std::string data;
+  for (int k = 1; k <= version; ++k) {
+    const std::string migration = ReadLayer("migration-" + std::to_string(k) + ".sql");
+    const std::string rows = ReadLayer("data-" + std::to_string(k) + ".sql");
+    if (migration.empty() || rows.empty()) {
+      return "";
+    }
+    schema += migration;
+    data += rows;
+  }
+  return "BEGIN;\n" + schema + data + "PRAGMA user_version=" + std::to_string(version) +
+         ";\nCOMMIT;\n";
 }
 
 // Integer columns of one query's rows, read straight from the file (not through the Store).
@@ -211,8 +229,9 @@ INSTANTIATE_TEST_SUITE_P(EveryEarlierVersion, StoreMigration, ::testing::Range(1
 TEST(StoreMigrationFixtures, OneForEveryEarlierVersion) {
   for (int version = 1; version < kSchemaVersion; ++version) {
     EXPECT_FALSE(ReadFixture(version).empty())
-        << "tests/fixtures/store/v" << version << ".sql is missing: add a populated store at "
-        << "the version before every schema change";
+        << "tests/fixtures/store/migration-" << version << ".sql or data-" << version
+        << ".sql is missing: add both layers for the version before every schema change "
+        << "(tests/fixtures/store/README.md)";
   }
 }
 
