@@ -26,30 +26,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$KTESIOD" --state-dir "$work/state" --socket "$sock" 2>"$work/daemon.log" &
-daemon=$!
-until ctl daemon status >/dev/null 2>&1; do sleep 0.05; done
+kt_start_daemon --log-level info  # the default level: the log volume under a flood is a figure
 echo "daemon descriptor limit: $(awk '/Max open files/ {print $4}' /proc/$daemon/limits)"
 
-mkdir -p "$work/agent"
-cat >"$work/agent/adapter.toml" <<TOML
-contract_version = "1.0.0"
-[adapter]
-kind = "metered"
-[lifecycle.start]
-exec = "$PROBE"
-args = ["--heartbeat-ms", "600000"]
-[capabilities.pause]
-linux = "guaranteed"
-[metering]
-source = "engine-observed"
-[config."metering.base_url"]
-env = "OPENAI_BASE_URL"
-TOML
-ctl agent register a --manifest "$work/agent" >/dev/null
-ctl agent config set a metering.upstream_base_url http://127.0.0.1:9/v1 >/dev/null
-ctl agent start a >/dev/null
-url=$(ctl agent show a --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["instance"]["proxy_url"])')
+url=$(kt_metered_agent a http://127.0.0.1:9/v1)
 port=$(echo "$url" | sed -E 's|http://127.0.0.1:([0-9]+)/.*|\1|')
 echo "proxy: $url"
 
@@ -97,5 +77,5 @@ url=$(ctl agent show a --json | python3 -c 'import json,sys; print(json.load(sys
 until code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{"model":"m"}' \
   "$url/chat/completions") && [[ $code != 000 ]]; do sleep 0.05; done
 echo "proxy answers again $(ms_since "$t") ms after the flood ended (HTTP $code: no upstream)"
-echo "daemon log: $(wc -l <"$work/daemon.log") lines, $(wc -c <"$work/daemon.log") bytes;" \
-  "refusal summaries: $(grep -c 'metering proxy: refused' "$work/daemon.log" || true)"
+echo "daemon log: $(wc -l <"$work/ktesiod.log") lines, $(wc -c <"$work/ktesiod.log") bytes;" \
+  "refusal summaries: $(grep -c 'metering proxy: refused' "$work/ktesiod.log" || true)"

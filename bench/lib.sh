@@ -8,6 +8,9 @@
 #   kt_start_daemon [ARGS]    ktesiod on $work/state and $sock; waits until it answers; $daemon
 #   kt_stop_daemon            stop every agent, then the daemon, then any leftover shim
 #   kt_wait_settled           until no agent is `starting`
+#   kt_metered_agent NAME UPSTREAM [PROBE ARGS...]
+#                             register and start an engine-observed probe agent whose calls go
+#                             to UPSTREAM; prints its metering proxy URL
 
 kt_build() {
   scripts/install-deps.sh >/dev/null
@@ -58,6 +61,33 @@ kt_stop_daemon() {
     daemon=
   fi
   pkill -f "ktesio-shim --run-dir $work" 2>/dev/null || true
+}
+
+kt_metered_agent() {
+  local name=$1 upstream=$2
+  shift 2
+  local args='"--heartbeat-ms", "600000"' arg
+  for arg in "$@"; do args="$args, \"$arg\""; done
+  mkdir -p "$work/manifests/$name"
+  cat >"$work/manifests/$name/adapter.toml" <<TOML
+contract_version = "1.0.0"
+[adapter]
+kind = "metered"
+[lifecycle.start]
+exec = "$PROBE"
+args = [$args]
+[capabilities.pause]
+linux = "guaranteed"
+[metering]
+source = "engine-observed"
+[config."metering.base_url"]
+env = "OPENAI_BASE_URL"
+TOML
+  ctl agent register "$name" --manifest "$work/manifests/$name" >/dev/null
+  ctl agent config set "$name" metering.upstream_base_url "$upstream" >/dev/null
+  ctl agent start "$name" >/dev/null
+  ctl agent show "$name" --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["instance"]["proxy_url"])'
 }
 
 now_ns() { date +%s%N; }

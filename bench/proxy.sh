@@ -11,16 +11,10 @@ N_LAT=${N_LAT:-1000}
 CONNS=${CONNS:-32}
 SECONDS_TP=${SECONDS_TP:-10}
 
-cmake --preset release >/dev/null
-cmake --build --preset release --target ktesiod ktctl ktesio-shim ktesio-probe ktesio_proxy_bench \
-  >/dev/null
-B=$PWD/build/release
-KTCTL=$B/ktctl/ktctl
-PROBE=$B/tests/fixtures/probe/ktesio-probe
+source bench/lib.sh
+kt_build ktesiod ktctl ktesio-shim ktesio-probe ktesio_proxy_bench
 PB=$B/bench/ktesio_proxy_bench
-
-work=$(mktemp -d /tmp/kt-pbench-XXXXXX)
-sock=$work/d.sock
+kt_workdir pbench
 cleanup() {
   # The daemon must be gone before its agents are killed, or it restarts them (on-failure).
   [[ -n "${daemon:-}" ]] && { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; } || true
@@ -30,7 +24,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-ctl() { "$KTCTL" --socket "$sock" "$@"; }
 
 "$PB" upstream "$work/port" &
 upstream=$!
@@ -38,29 +31,8 @@ for _ in $(seq 1 100); do [[ -s $work/port ]] && break; sleep 0.02; done
 up_port=$(cat "$work/port")
 direct="http://127.0.0.1:$up_port/v1"
 
-"$B/ktesiod/ktesiod" --state-dir "$work/state" --socket "$sock" --log-level warn \
-  2>"$work/ktesiod.log" &
-daemon=$!
-for _ in $(seq 1 100); do ctl daemon status >/dev/null 2>&1 && break; sleep 0.05; done
-cat >"$work/adapter.toml" <<TOML
-contract_version = "1.0.0"
-[adapter]
-kind = "bench-metered"
-[lifecycle.start]
-exec = "$PROBE"
-args = ["--quiet", "--heartbeat-ms", "600000"]
-[capabilities.pause]
-linux = "guaranteed"
-[metering]
-source = "engine-observed"
-[config."metering.base_url"]
-env = "OPENAI_BASE_URL"
-TOML
-ctl agent register m --manifest "$work/adapter.toml" >/dev/null
-ctl agent config set m metering.upstream_base_url "$direct" >/dev/null
-ctl agent start m >/dev/null
-proxied=$(ctl agent show m --json | /usr/bin/python3 -c \
-  'import json,sys; print(json.load(sys.stdin)["instance"]["proxy_url"])')
+kt_start_daemon
+proxied=$(kt_metered_agent m "$direct" --quiet)
 
 targets=("direct $direct" "ktesio $proxied")
 if [[ "${KTESIO_BENCH_PEERS:-0}" == 1 ]] && ! command -v nginx >/dev/null; then

@@ -12,17 +12,9 @@ N_RPC=${N_RPC:-10000}
 N_AGENTS=${N_AGENTS:-100}
 N_FLEET=${N_FLEET:-1000}
 
-scripts/install-deps.sh >/dev/null
-cmake --preset release >/dev/null
-cmake --build --preset release --target ktesiod ktctl ktesio-shim ktesio-probe ktesio_bench >/dev/null
-B=$PWD/build/release
-KTESIOD=$B/ktesiod/ktesiod
-KTCTL=$B/ktctl/ktctl
-PROBE=$B/tests/fixtures/probe/ktesio-probe
-BENCH=$B/bench/ktesio_bench
-
-work=$(mktemp -d /tmp/kt-bench-XXXXXX)
-sock=$work/d.sock
+source bench/lib.sh
+kt_build ktesiod ktctl ktesio-shim ktesio-probe ktesio_bench ktesio_ingest_bench
+kt_workdir bench
 cleanup() {
   # The daemon must be gone before its agents are killed, or it restarts them (on-failure).
   [[ -n "${daemon:-}" ]] && { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; } || true
@@ -33,8 +25,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-ctl() { "$KTCTL" --socket "$sock" "$@"; }
-now_ns() { date +%s%N; }
 median_ms() { sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 p99_ms() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.99); if (i<1) i=1; printf "%.2f", a[i]}'; }
 time_cmd_ms() {  # runs "$@" N times, prints one duration (ms) per run
@@ -44,14 +34,10 @@ time_cmd_ms() {  # runs "$@" N times, prints one duration (ms) per run
     echo "scale=3; ($t1-$t0)/1000000" | bc
   done
 }
-pss_kb() { awk '/^Pss:/ {print $2}' "/proc/$1/smaps_rollup" 2>/dev/null || echo 0; }
-cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
 command -v bc >/dev/null || apt-get install -y -qq bc >/dev/null
 
-"$KTESIOD" --state-dir "$work/state" --socket "$sock" --log-level warn 2>"$work/ktesiod.log" &
-daemon=$!
-for _ in $(seq 1 100); do ctl daemon status >/dev/null 2>&1 && break; sleep 0.05; done
+kt_start_daemon
 
 echo "== unary RPC over the Unix socket ($N_RPC calls) =="
 "$BENCH" echo-server "$work/echo.sock" &
@@ -223,6 +209,13 @@ done
 t1=$(now_ns)
 ms=$(( (t1 - t0) / 1000000 ))
 echo "ingest_200k_ms_from_start $ms ingested $ingested events_per_second_at_least $(( ingested * 1000 / (ms > 0 ? ms : 1) ))"
+echo "== self-reported ingestion alone: 200,000 lines through IngestUsageFile on a real store =="
+# The daemon's own ingestion code, timed around its calls only (no agent, no polling): batches of
+# 1,000 lines as a busy agent's usage file grows, and one batch of everything; unpriced, then
+# priced with budgets checked.
+"$B/bench/ktesio_ingest_bench" "$work/ingest" 200000 1000 | sed -n 's/^ingest_events_per_second/ingest_batch1000_events_per_second/p'
+"$B/bench/ktesio_ingest_bench" "$work/ingest" 200000 200000 | sed -n 's/^ingest_events_per_second/ingest_batch200000_events_per_second/p'
+"$B/bench/ktesio_ingest_bench" "$work/ingest" 200000 1000 priced | sed -n 's/^ingest_events_per_second/ingest_batch1000_priced_events_per_second/p'
 
 echo "== budget breach -> agent frozen (pause at the crossing usage line), 7 runs =="
 # The probe writes a usage line every 5 ms and a heartbeat (with its wall clock) every 1 ms; the
