@@ -214,6 +214,7 @@ asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> liste
     ~Admitted() { admission->Release(&listener->open); }
   } admitted{admission.get(), listener.get()};
   beast::flat_buffer buffer;
+  buffer.reserve(proxy_internal::kReadBuffer);
   while (!listener->closed) {
     error_code ec;
     std::optional<http::request<http::string_body>> read = co_await ReadRequest(*conn, buffer);

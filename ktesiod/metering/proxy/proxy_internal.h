@@ -49,6 +49,11 @@ namespace ktesio::daemon::metering::proxy_internal {
 
 constexpr size_t kHeaderLimit = 64u << 10;
 constexpr size_t kRelayBuffer = 64u << 10;
+// What one socket read may take, for the agent's requests and the provider's responses. A Beast
+// read asks for as much as the buffer can hold beyond what it holds (at least 512 bytes): left at
+// its first small capacity, a 2 KB stream of events took five reads, five writes to the agent and
+// ten timer updates where one of each does.
+constexpr size_t kReadBuffer = 16u << 10;
 
 inline auto Await(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 

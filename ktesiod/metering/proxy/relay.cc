@@ -34,6 +34,7 @@ asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, Ups
   } else {
     up.plain = std::make_unique<beast::tcp_stream>(io);
   }
+  up.buffer.reserve(proxy_internal::kReadBuffer);
   up.lowest().expires_after(options.connect_timeout);
   co_await up.lowest().async_connect(results, Await(ec));
   if (ec) {
