@@ -3,10 +3,23 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 
 namespace ktesio::daemon::metering {
 namespace {
+
+// The first '\r' or '\n' at or after `at`, or npos. Two vectorised scans: find_first_of with a
+// two-character set looks each byte up in the set, which was a tenth of the proxy's time.
+size_t FindLineEnd(std::string_view data, size_t at) {
+  const size_t newline = data.find('\n', at);
+  const size_t limit = newline == std::string_view::npos ? data.size() : newline;
+  if (at >= limit) {
+    return newline;
+  }
+  const void* cr = std::memchr(data.data() + at, '\r', limit - at);
+  return cr == nullptr ? newline : static_cast<size_t>(static_cast<const char*>(cr) - data.data());
+}
 
 bool EndsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
@@ -158,7 +171,7 @@ void ResponseMeter::Feed(std::string_view data, std::string& forward) {
         continue;
       }
     }
-    const size_t eol = data.find_first_of("\r\n", at);
+    const size_t eol = FindLineEnd(data, at);
     const size_t end = eol == std::string_view::npos ? data.size() : eol;
     body_.append(data.substr(at, end - at));
     if (holding) {

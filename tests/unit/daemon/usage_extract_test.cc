@@ -185,6 +185,21 @@ TEST(ResponseMeterTest, InjectedUsageChunkIsStrippedAtAnySplitAndCrLf) {
   EXPECT_EQ(meter.usage(), (TokenUsage{9, 3}));
 }
 
+TEST(ResponseMeterTest, EveryLineEndingSseAllowsEndsALineWhereverThePiecesSplit) {
+  for (const std::string ending : {"\n", "\r\n", "\r"}) {
+    std::string stream;
+    for (char c : std::string(kChatStream)) {
+      stream += c == '\n' ? ending : std::string(1, c);
+    }
+    for (size_t step : {size_t{1}, size_t{7}, stream.size()}) {
+      ResponseMeter meter(ApiShape::kChatCompletions, false);
+      meter.Begin(200, "text/event-stream");
+      EXPECT_EQ(Meter(meter, stream, step), stream) << "step " << step;
+      EXPECT_EQ(meter.usage(), (TokenUsage{9, 3})) << "step " << step;
+    }
+  }
+}
+
 TEST(ResponseMeterTest, ChatStreamCutBeforeUsageIsUnknown) {
   const std::string stream(kChatStream);
   ResponseMeter meter(ApiShape::kChatCompletions, false);
