@@ -208,6 +208,11 @@ absl::Status Unopenable(const std::string& path, const absl::Status& cause) {
 
 }  // namespace
 
+std::string_view MigrationSql(int version) {
+  return version >= 1 && version <= kMigrationCount ? std::string_view(kMigrations[version - 1])
+                                                    : std::string_view();
+}
+
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   absl::StatusOr<Database> db = Database::Open(path);
   if (!db.ok()) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,11 @@ namespace ktesio::daemon::store {
 
 // The schema version this binary writes (PRAGMA user_version).
 inline constexpr int kSchemaVersion = 9;
+
+// The SQL of schema migration `version` (1..kSchemaVersion) exactly as Open applies it; "" out of
+// range. A shipped migration never changes: daemon_store_migration_test pins each one's hash and
+// builds the populated stores of earlier versions from these.
+std::string_view MigrationSql(int version);
 
 struct InstanceRow {
   int64_t id = 0;

@@ -1,5 +1,5 @@
-// Upgrades lose nothing: for every earlier schema version there is a checked-in store populated
-// at that version (tests/fixtures/store: the shipped migrations up to N, then what daemons up to
+// Upgrades lose nothing: for every earlier schema version there is a store populated at that
+// version (the shipped migrations up to N, then tests/fixtures/store: what daemons up to
 // version N wrote: instances, spawn records, runs, ledger rows, prices, breaches, unknown-usage
 // calls, events; see its README.md). Each must migrate to the current version with every row
 // and total intact, read through the Store as the daemon reads it, and keep working (cursors
@@ -24,22 +24,32 @@ std::string ReadLayer(const std::string& name) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// The store a version-`version` daemon left: migrations 1..version, then their data 1..version;
-// "" when a layer is missing.
+// The store a version-`version` daemon left: the shipped migrations 1..version (pinned by
+// ShippedMigrationsNeverChange), then what each version wrote, data-1..version.sql; "" when a
+// data layer is missing.
 std::string ReadFixture(int version) {
   std::string schema;
   std::string data;
   for (int k = 1; k <= version; ++k) {
-    const std::string migration = ReadLayer("migration-" + std::to_string(k) + ".sql");
     const std::string rows = ReadLayer("data-" + std::to_string(k) + ".sql");
-    if (migration.empty() || rows.empty()) {
+    if (rows.empty()) {
       return "";
     }
-    schema += migration;
+    schema += std::string(MigrationSql(k));
     data += rows;
   }
   return "BEGIN;\n" + schema + data + "PRAGMA user_version=" + std::to_string(version) +
          ";\nCOMMIT;\n";
+}
+
+// FNV-1a, 64 bits: a hash that is the same on every platform and compiler.
+uint64_t Fnv1a(std::string_view text) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
 }
 
 // Integer columns of one query's rows, read straight from the file (not through the Store).
@@ -226,11 +236,30 @@ INSTANTIATE_TEST_SUITE_P(EveryEarlierVersion, StoreMigration, ::testing::Range(1
                            return "v" + std::to_string(param.param);
                          });
 
+// Stores in the field were built by these exact statements: editing a shipped migration would
+// leave them with a schema the code no longer describes. Add a new migration instead, and its
+// hash here once it ships.
+TEST(StoreMigrationFixtures, ShippedMigrationsNeverChange) {
+  constexpr uint64_t kShipped[] = {
+      0xec05a18af79c0ac2ULL, 0xe66963f0613a6d6dULL, 0x7712df7f17bf7cb6ULL,
+      0x06e4c272b9d9ad0fULL, 0x771abe6579c7e66aULL, 0x1a3eac6aa043cff8ULL,
+      0x1f3daff7a6b8b10bULL, 0x95322cdb6725c630ULL, 0x635d88e8c14e90edULL,
+  };
+  ASSERT_EQ(std::size(kShipped), static_cast<size_t>(kSchemaVersion))
+      << "a new migration: pin its hash here";
+  for (int version = 1; version <= kSchemaVersion; ++version) {
+    EXPECT_EQ(Fnv1a(MigrationSql(version)), kShipped[version - 1])
+        << "migration " << version << " changed after it shipped";
+  }
+  EXPECT_TRUE(MigrationSql(0).empty());
+  EXPECT_TRUE(MigrationSql(kSchemaVersion + 1).empty());
+}
+
 TEST(StoreMigrationFixtures, OneForEveryEarlierVersion) {
   for (int version = 1; version < kSchemaVersion; ++version) {
     EXPECT_FALSE(ReadFixture(version).empty())
-        << "tests/fixtures/store/migration-" << version << ".sql or data-" << version
-        << ".sql is missing: add both layers for the version before every schema change "
+        << "tests/fixtures/store/data-" << version
+        << ".sql is missing: add the data of the version before every schema change "
         << "(tests/fixtures/store/README.md)";
   }
 }
