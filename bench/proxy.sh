@@ -17,10 +17,9 @@ PB=$B/bench/ktesio_proxy_bench
 kt_workdir pbench
 cleanup() {
   # The daemon must be gone before its agents are killed, or it restarts them (on-failure).
-  [[ -n "${daemon:-}" ]] && { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; } || true
+  kt_stop_daemon  # stops the agent through the daemon first: a killed shim leaves its agent
   [[ -n "${upstream:-}" ]] && kill "$upstream" 2>/dev/null || true
   [[ -n "${nginx_pid:-}" ]] && kill "$nginx_pid" 2>/dev/null || true
-  pkill -f "ktesio-shim --run-dir $work" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
