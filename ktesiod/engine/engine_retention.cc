@@ -62,7 +62,8 @@ void Engine::PruneOnce() {
   if (events + audit + ledger > 0) {
     log_->info("retention: pruned events={} audit={} ledger_rows={}", events, audit, ledger);
   }
-  const bool more = events == kBatch || audit == kBatch || ledger == kBatch;
+  // A full batch of rows holds at least kBatch events (a usage span holds several).
+  const bool more = events >= kBatch || audit == kBatch || ledger == kBatch;
   if (more) {
     Post([this] { PruneOnce(); });  // the next batch after whatever else is queued
     return;

@@ -2,11 +2,31 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "ktesio/contract/json_writer.h"
 #include "ktesio/contract/status_macros.h"
 #include "logs/segments.h"
 
 namespace ktesio::daemon::metering {
+
+LedgerWriter::UsageFragments LedgerWriter::UsageDocument(std::string_view instance, int64_t run,
+                                                         std::string_view source,
+                                                         std::string_view at) {
+  // {"schema_version":1,"instance":…,"run_id":…,"input_tokens":…,"output_tokens":…,
+  //  "metering_source":…,"sequence":…,"occurred_at":…}, as contract::JsonWriter writes it.
+  UsageFragments doc;
+  doc.head = "{\"schema_version\":1,\"instance\":\"";
+  contract::AppendJsonEscaped(doc.head, instance);
+  absl::StrAppend(&doc.head, "\",\"run_id\":", run, ",\"input_tokens\":");
+  doc.output = ",\"output_tokens\":";
+  doc.source = ",\"metering_source\":\"";
+  contract::AppendJsonEscaped(doc.source, source);
+  doc.source += "\",\"sequence\":";
+  doc.tail = ",\"occurred_at\":\"";
+  contract::AppendJsonEscaped(doc.tail, at);
+  doc.tail += "\"}";
+  return doc;
+}
 
 absl::StatusOr<LedgerWriter> LedgerWriter::Begin(store::Store& store, const store::InstanceRow& row,
                                                  int64_t run, std::string source,
@@ -19,6 +39,7 @@ absl::StatusOr<LedgerWriter> LedgerWriter::Begin(store::Store& store, const stor
   writer.limits_ = limits;
   writer.now_ms_ = now_ms;
   writer.at_ = logs::FormatLogTime(now_ms);
+  writer.usage_doc_ = UsageDocument(row.name, run, writer.source_, writer.at_);
   // Totals and fired dimensions as of this transaction: budgets see every earlier event.
   KT_ASSIGN_OR_RETURN(store::Store::UsageTotals before, store.Usage(row.id, run));
   writer.totals_.run_tokens = before.run_input + before.run_output;
@@ -49,8 +70,6 @@ absl::StatusOr<LedgerWriter> LedgerWriter::Begin(store::Store& store, const stor
       {&writer.insert_,
        "INSERT OR IGNORE INTO usage_events (instance_id, run, sequence, input_tokens, "
        "output_tokens, source, at_ms, cost_micros) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
-      {&writer.event_,
-       "INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, 'usage_update', ?3)"},
       {&writer.breach_,
        "INSERT OR IGNORE INTO breaches (instance_id, run, scope, dimension, limit_value, "
        "observed, action, at_ms, pending) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
@@ -74,7 +93,7 @@ absl::StatusOr<bool> LedgerWriter::Add(uint64_t sequence, uint64_t input_tokens,
   insert_.Bind(1, row_.id).Bind(2, run_).Bind(3, static_cast<int64_t>(sequence));
   insert_.Bind(4, static_cast<int64_t>(input_tokens));
   insert_.Bind(5, static_cast<int64_t>(output_tokens));
-  insert_.Bind(6, source_).Bind(7, now_ms_);
+  insert_.BindStatic(6, source_).Bind(7, now_ms_);  // source_ lives as long as the writer
   std::optional<int64_t> cost;
   if (limits_.rate.has_value()) {
     cost = budget::PriceEvent(input_tokens, output_tokens, *limits_.rate);
@@ -84,15 +103,13 @@ absl::StatusOr<bool> LedgerWriter::Add(uint64_t sequence, uint64_t input_tokens,
   if (sqlite3_changes(store_->db().raw()) == 0) {
     return false;
   }
-  contract::JsonWriter payload;
-  payload.BeginObject().Key("schema_version").Int(1).Key("instance").String(row_.name);
-  payload.Key("run_id").Int(run_).Key("input_tokens").Uint(input_tokens);
-  payload.Key("output_tokens").Uint(output_tokens);
-  payload.Key("metering_source").String(source_);
-  payload.Key("sequence").Uint(sequence).Key("occurred_at").String(at_).EndObject();
-  event_.Reset();
-  event_.Bind(1, now_ms_).Bind(2, row_.name).Bind(3, payload.str());
-  KT_RETURN_IF_ERROR(event_.Run());
+  // The usage_update document, from the fragments Begin escaped once (UsageDocument).
+  if (pending_events_ > 0) {
+    pending_payloads_ += '\n';
+  }
+  absl::StrAppend(&pending_payloads_, usage_doc_.head, input_tokens, usage_doc_.output,
+                  output_tokens, usage_doc_.source, sequence, usage_doc_.tail);
+  ++pending_events_;
   delta_.input = budget::SaturatingAdd(delta_.input, input_tokens);
   delta_.output = budget::SaturatingAdd(delta_.output, output_tokens);
   if (cost.has_value()) {
@@ -124,7 +141,22 @@ absl::StatusOr<bool> LedgerWriter::AddUnknown(uint64_t sequence, std::string_vie
   return true;
 }
 
+absl::Status LedgerWriter::FlushEvents() {
+  if (pending_events_ == 0) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int64_t> cursor = store_->AppendEventSpan(now_ms_, row_.name, "usage_update",
+                                                           pending_payloads_, pending_events_);
+  if (!cursor.ok()) {
+    return cursor.status();
+  }
+  pending_payloads_.clear();
+  pending_events_ = 0;
+  return absl::OkStatus();
+}
+
 absl::Status LedgerWriter::Finish() {
+  KT_RETURN_IF_ERROR(FlushEvents());
   if (delta_.input == 0 && delta_.output == 0 && delta_.priced == 0 && delta_.unpriced == 0 &&
       delta_.unknown == 0) {
     return absl::OkStatus();
@@ -159,6 +191,8 @@ absl::Status LedgerWriter::Finish() {
 
 absl::Status LedgerWriter::RecordBreaches() {
   for (const budget::Breach& crossed : budget::Evaluate(limits_, totals_, fired_)) {
+    // The usage_update events up to the crossing one come before its budget_breach event.
+    KT_RETURN_IF_ERROR(FlushEvents());
     fired_.insert({crossed.scope, crossed.dimension});
     breach_.Reset();
     breach_.Bind(1, row_.id).Bind(2, run_).Bind(3, budget::ScopeName(crossed.scope));

@@ -1,8 +1,9 @@
 #pragma once
 
 // The usage ledger's write side, shared by both metering sources: inside the caller's store
-// transaction it records events (deduplicated by UNIQUE(instance, run, sequence)), their
-// usage_update events, each event's cost at the Rate in force, and — in the same transaction —
+// transaction it records events (deduplicated by the ledger's key (instance, run, sequence)),
+// their usage_update events (those of one transaction share one events row, flushed before a
+// breach and by Finish), each event's cost at the Rate in force, and — in the same transaction —
 // every budget dimension the event crosses (breaches row + budget_breach event). Unknown-usage
 // calls (engine-observed calls whose provider reported no usage) go to their own log and are
 // never folded into zero tokens.
@@ -41,9 +42,19 @@ class LedgerWriter {
   // The dimensions crossed by the events added so far, in firing order.
   const std::vector<budget::Breach>& breaches() const { return breaches_; }
 
+  // A usage_update document in four constant fragments around its three numbers:
+  // head INPUT output OUTPUT source SEQUENCE tail (the strings escaped once, not per event).
+  struct UsageFragments {
+    std::string head, output, source, tail;
+  };
+  static UsageFragments UsageDocument(std::string_view instance, int64_t run,
+                                      std::string_view source, std::string_view at);
+
  private:
   LedgerWriter() = default;
   absl::Status RecordBreaches();
+  // Writes the usage_update events added since the last flush as one span (Store::AppendEventSpan).
+  absl::Status FlushEvents();
 
   store::Store* store_ = nullptr;
   store::InstanceRow row_;
@@ -52,6 +63,7 @@ class LedgerWriter {
   budget::Limits limits_;
   int64_t now_ms_ = 0;
   std::string at_;
+  UsageFragments usage_doc_;
   budget::Totals totals_;
   budget::Fired fired_;
   std::vector<budget::Breach> breaches_;
@@ -59,7 +71,10 @@ class LedgerWriter {
     uint64_t input = 0, output = 0, priced = 0, unpriced = 0, unknown = 0;
     int64_t micros = 0;
   } delta_;
-  store::Statement insert_, event_, breach_, breach_event_, unknown_;
+  // usage_update documents not yet written, joined by '\n', and how many.
+  std::string pending_payloads_;
+  int64_t pending_events_ = 0;
+  store::Statement insert_, breach_, breach_event_, unknown_;
 };
 
 }  // namespace ktesio::daemon::metering

@@ -67,8 +67,12 @@ absl::StatusOr<StoreInspection> InspectStore(const std::string& path) {
         inspection.instances.push_back({s.ColumnText(0), s.ColumnText(1), s.ColumnText(2)});
       });
   if (status.ok()) {
-    status = ForEachRow(db, "SELECT count(*) FROM events",
-                        [&](const Statement& s) { inspection.events = s.ColumnInt(0); });
+    // From schema 10 one row can hold a span of events.
+    status =
+        ForEachRow(db,
+                   inspection.schema_version >= 10 ? "SELECT COALESCE(SUM(span), 0) FROM events"
+                                                   : "SELECT count(*) FROM events",
+                   [&](const Statement& s) { inspection.events = s.ColumnInt(0); });
   }
   if (status.ok() && inspection.schema_version >= 3) {
     status = ForEachRow(db, "SELECT count(*) FROM usage_events",

@@ -107,6 +107,14 @@ Statement& Statement::Bind(int index, std::string_view text) {
   return *this;
 }
 
+Statement& Statement::BindStatic(int index, std::string_view text) {
+  int rc = sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_STATIC, SQLITE_UTF8);
+  if (rc != SQLITE_OK) {
+    bind_error_ = rc;
+  }
+  return *this;
+}
+
 Statement& Statement::BindBlob(int index, std::string_view bytes) {
   int rc = sqlite3_bind_blob64(stmt_, index, bytes.data(), bytes.size(), SQLITE_TRANSIENT);
   if (rc != SQLITE_OK) {

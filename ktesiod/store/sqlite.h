@@ -47,6 +47,9 @@ class Statement {
 
   // Binds are 1-based, as in SQLite.
   Statement& Bind(int index, std::string_view text);
+  // Binds text without copying it: `text` must stay unchanged until the statement is reset
+  // or rebound.
+  Statement& BindStatic(int index, std::string_view text);
   Statement& BindBlob(int index, std::string_view bytes);
   Statement& Bind(int index, int64_t value);
   Statement& BindNull(int index);

@@ -151,6 +151,30 @@ CREATE TABLE labels (
   PRIMARY KEY (instance_id, key)
 ) STRICT, WITHOUT ROWID;
 )sql",
+    // 10: self-reported ingestion writes one row per event instead of four. The usage_update
+    // events of one ledger transaction share one events row: `span` is how many cursors it
+    // holds, its cursor the last of them, its payload their documents joined by newlines
+    // (Store::ReadEvents expands it). The ledger is keyed by its natural key alone.
+    R"sql(
+ALTER TABLE events ADD COLUMN span INTEGER NOT NULL DEFAULT 1 CHECK (span >= 1);
+CREATE TABLE usage_ledger (
+  instance_id INTEGER NOT NULL REFERENCES instances(id) ON DELETE CASCADE,
+  run INTEGER NOT NULL,
+  sequence INTEGER NOT NULL,
+  input_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  at_ms INTEGER NOT NULL,
+  cost_micros INTEGER,
+  PRIMARY KEY (instance_id, run, sequence)
+) STRICT, WITHOUT ROWID;
+INSERT INTO usage_ledger (instance_id, run, sequence, input_tokens, output_tokens, source, at_ms,
+                          cost_micros)
+  SELECT instance_id, run, sequence, input_tokens, output_tokens, source, at_ms, cost_micros
+  FROM usage_events;
+DROP TABLE usage_events;
+ALTER TABLE usage_ledger RENAME TO usage_events;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == kSchemaVersion);
@@ -348,19 +372,6 @@ absl::Status Store::DeleteInstance(int64_t id) {
   return stmt.Run();
 }
 
-absl::StatusOr<int64_t> Store::AppendEvent(const EventRow& event, EventLog log) {
-  KT_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_.Prepare(
-          log == EventLog::kEvents
-              ? "INSERT INTO events (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)"
-              : "INSERT INTO audit_log (at_ms, instance, type, payload) VALUES (?1, ?2, ?3, ?4)"));
-  stmt.Bind(1, event.at_ms).Bind(2, event.instance).Bind(3, event.type);
-  stmt.Bind(4, event.payload_json);
-  KT_RETURN_IF_ERROR(stmt.Run());
-  return db_.LastInsertRowId();
-}
-
 absl::StatusOr<Store::UsageTotals> Store::Usage(int64_t instance_id, int64_t run) {
   KT_ASSIGN_OR_RETURN(
       Statement stmt,
@@ -433,33 +444,6 @@ absl::StatusOr<int64_t> Store::QueryInt(const char* sql) {
 
 absl::StatusOr<int64_t> Store::CountInstances() {
   return QueryInt("SELECT COUNT(*) FROM instances");
-}
-
-absl::StatusOr<int64_t> Store::LastCursor(EventLog log) {
-  return QueryInt(log == EventLog::kEvents ? "SELECT COALESCE(MAX(cursor), 0) FROM events"
-                                           : "SELECT COALESCE(MAX(cursor), 0) FROM audit_log");
-}
-
-absl::StatusOr<std::vector<EventRow>> Store::ReadEvents(int64_t after, const std::string& instance,
-                                                        int64_t limit, EventLog log) {
-  KT_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_.Prepare(
-          log == EventLog::kEvents
-              ? "SELECT cursor, at_ms, instance, type, payload FROM events "
-                "WHERE cursor > ?1 AND (?2 = '' OR instance = ?2) ORDER BY cursor LIMIT ?3"
-              : "SELECT cursor, at_ms, instance, type, payload FROM audit_log "
-                "WHERE cursor > ?1 AND (?2 = '' OR instance = ?2) ORDER BY cursor LIMIT ?3"));
-  stmt.Bind(1, after).Bind(2, instance).Bind(3, limit);
-  std::vector<EventRow> events;
-  while (true) {
-    KT_ASSIGN_OR_RETURN(bool row, stmt.Step());
-    if (!row) {
-      return events;
-    }
-    events.push_back(EventRow{stmt.ColumnInt(0), stmt.ColumnInt(1), stmt.ColumnText(2),
-                              stmt.ColumnText(3), stmt.ColumnText(4)});
-  }
 }
 
 }  // namespace ktesio::daemon::store

@@ -20,7 +20,7 @@
 namespace ktesio::daemon::store {
 
 // The schema version this binary writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 
 // The SQL of schema migration `version` (1..kSchemaVersion) exactly as Open applies it; "" out of
 // range. A shipped migration never changes: daemon_store_migration_test pins each one's hash and
@@ -90,6 +90,12 @@ class Store {
 
   // Appends an event and returns its cursor (strictly increasing, never reused).
   absl::StatusOr<int64_t> AppendEvent(const EventRow& event, EventLog log = EventLog::kEvents);
+  // Appends `span` consecutive events of one instance and type in one row (store_events.cc):
+  // `payloads` is their documents joined by '\n'. Returns the last of their cursors; the others
+  // are the ones just before it. ReadEvents returns them one by one.
+  absl::StatusOr<int64_t> AppendEventSpan(int64_t at_ms, const std::string& instance,
+                                          const std::string& type, const std::string& payloads,
+                                          int64_t span);
   // Usage totals of one instance: over every run, and over `run` alone.
   struct UsageTotals {
     uint64_t cumulative_input = 0;
@@ -122,7 +128,8 @@ class Store {
 
   // Retention (store_retention.cc), each a bounded batch so pruning never holds the writer
   // long. Events of `log` with at_ms < before_ms or more than keep_max behind the newest
-  // (keep_max <= 0: no count limit), never the newest; at most `limit`; returns how many.
+  // (keep_max <= 0: no count limit), never the newest row; at most `limit` rows (a usage span
+  // is one row, kept or pruned whole); returns how many events went.
   absl::StatusOr<int64_t> PruneEvents(EventLog log, int64_t before_ms, int64_t keep_max,
                                       int64_t limit);
   // Per-call ledger rows (usage_events, unknown_usage) of runs that ended before
@@ -191,6 +198,8 @@ class Store {
   Database& db() { return db_; }
 
  private:
+  // PruneEvents' exact count limit for the oldest span row (store_retention.cc).
+  absl::StatusOr<int64_t> TrimOldestSpan(int64_t keep_max);
   // The first column of the first row of a statement without parameters (0 when no row).
   absl::StatusOr<int64_t> QueryInt(const char* sql);
   explicit Store(Database db) : db_(std::move(db)) {}

@@ -9,7 +9,7 @@ absl::StatusOr<Store::EventCounts> Store::CountEvents(int64_t after) {
   KT_ASSIGN_OR_RETURN(
       Statement stmt,
       db_.Prepare(
-          "SELECT type, count(*), max(cursor) FROM events WHERE cursor > ?1 GROUP BY type"));
+          "SELECT type, sum(span), max(cursor) FROM events WHERE cursor > ?1 GROUP BY type"));
   stmt.Bind(1, after);
   EventCounts counts;
   counts.last_cursor = after;

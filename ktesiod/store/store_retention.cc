@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "absl/strings/str_cat.h"
+#include "ktesio/contract/error.h"
 #include "ktesio/contract/status_macros.h"
 #include "store/store.h"
 
@@ -21,22 +23,65 @@ absl::StatusOr<int64_t> Store::PruneEvents(EventLog log, int64_t before_ms, int6
           log == EventLog::kEvents
               ? "DELETE FROM events WHERE cursor IN (SELECT cursor FROM events WHERE cursor < "
                 "(SELECT MAX(cursor) FROM events) AND (at_ms < ?1 OR cursor <= (SELECT MAX(cursor) "
-                "FROM events) - ?2) ORDER BY cursor LIMIT ?3)"
+                "FROM events) - ?2) ORDER BY cursor LIMIT ?3) RETURNING span"
               : "DELETE FROM audit_log WHERE cursor IN (SELECT cursor FROM audit_log WHERE cursor "
                 "< "
                 "(SELECT MAX(cursor) FROM audit_log) AND (at_ms < ?1 OR cursor <= (SELECT "
-                "MAX(cursor) FROM audit_log) - ?2) ORDER BY cursor LIMIT ?3)"));
+                "MAX(cursor) FROM audit_log) - ?2) ORDER BY cursor LIMIT ?3) RETURNING 1"));
   stmt.Bind(1, before_ms).Bind(2, keep_max).Bind(3, limit);
-  KT_RETURN_IF_ERROR(stmt.Run());
-  return db_.Changes();
+  int64_t events = 0;
+  KT_RETURN_IF_ERROR(stmt.ForEach([&](const Statement& row) { events += row.ColumnInt(0); }));
+  if (log == EventLog::kEvents) {
+    KT_ASSIGN_OR_RETURN(const int64_t trimmed, TrimOldestSpan(keep_max));
+    events += trimmed;
+  }
+  return events;
+}
+
+absl::StatusOr<int64_t> Store::TrimOldestSpan(int64_t keep_max) {
+  // A usage span kept whole by the row-wise delete may still start more than keep_max events
+  // behind the newest: its oldest documents go, so the count limit holds exactly.
+  KT_ASSIGN_OR_RETURN(
+      Statement oldest,
+      db_.Prepare("SELECT cursor, span, payload, (SELECT MAX(cursor) FROM events) FROM events "
+                  "ORDER BY cursor LIMIT 1"));
+  KT_ASSIGN_OR_RETURN(const bool row, oldest.Step());
+  if (!row) {
+    return 0;
+  }
+  const int64_t cursor = oldest.ColumnInt(0);
+  const int64_t span = oldest.ColumnInt(1);
+  const int64_t threshold = oldest.ColumnInt(3) - keep_max;  // cursors <= this are over the limit
+  const int64_t drop = threshold - (cursor - span + 1) + 1;
+  if (span == 1 || cursor <= threshold || drop <= 0) {
+    return 0;
+  }
+  const std::string payloads = oldest.ColumnText(2);
+  size_t at = 0;
+  for (int64_t i = 0; i < drop; ++i) {
+    at = payloads.find('\n', at);
+    if (at == std::string::npos) {
+      return contract::MakeError(absl::StatusCode::kDataLoss, contract::reason::kStoreError,
+                                 absl::StrCat("event row ", cursor,
+                                              " holds fewer documents than "
+                                              "its span of ",
+                                              span));
+    }
+    ++at;
+  }
+  KT_ASSIGN_OR_RETURN(Statement trim,
+                      db_.Prepare("UPDATE events SET span = ?2, payload = ?3 WHERE cursor = ?1"));
+  trim.Bind(1, cursor).Bind(2, span - drop).Bind(3, std::string_view(payloads).substr(at));
+  KT_RETURN_IF_ERROR(trim.Run());
+  return drop;
 }
 
 absl::StatusOr<int64_t> Store::PruneLedger(int64_t ended_before_ms, int64_t limit) {
   int64_t deleted = 0;
   for (const char* sql :
-       {"DELETE FROM usage_events WHERE rowid IN (SELECT u.rowid FROM usage_events u JOIN runs r "
-        "ON r.instance_id = u.instance_id AND r.run = u.run WHERE r.ended_at_ms IS NOT NULL AND "
-        "r.ended_at_ms < ?1 LIMIT ?2)",
+       {"DELETE FROM usage_events WHERE (instance_id, run, sequence) IN (SELECT u.instance_id, "
+        "u.run, u.sequence FROM usage_events u JOIN runs r ON r.instance_id = u.instance_id AND "
+        "r.run = u.run WHERE r.ended_at_ms IS NOT NULL AND r.ended_at_ms < ?1 LIMIT ?2)",
         "DELETE FROM unknown_usage WHERE rowid IN (SELECT u.rowid FROM unknown_usage u JOIN runs "
         "r ON r.instance_id = u.instance_id AND r.run = u.run WHERE r.ended_at_ms IS NOT NULL "
         "AND r.ended_at_ms < ?1 LIMIT ?2)"}) {
@@ -49,11 +94,6 @@ absl::StatusOr<int64_t> Store::PruneLedger(int64_t ended_before_ms, int64_t limi
     }
   }
   return deleted;
-}
-
-absl::StatusOr<int64_t> Store::FirstCursor(EventLog log) {
-  return QueryInt(log == EventLog::kEvents ? "SELECT COALESCE(MIN(cursor), 0) FROM events"
-                                           : "SELECT COALESCE(MIN(cursor), 0) FROM audit_log");
 }
 
 absl::StatusOr<std::vector<Store::EndedRun>> Store::RunsEndedBetween(int64_t from_ms,
