@@ -1,6 +1,7 @@
 #include "metering/ingest.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,10 @@ std::string ReadFrom(const std::string& path, int64_t offset) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return data;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && st.st_size > offset) {
+    data.reserve(static_cast<size_t>(st.st_size - offset));  // one allocation for the usual case
   }
   char buffer[1 << 16];
   off_t at = static_cast<off_t>(offset);

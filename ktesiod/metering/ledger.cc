@@ -8,6 +8,13 @@
 #include "logs/segments.h"
 
 namespace ktesio::daemon::metering {
+namespace {
+
+constexpr const char* kInsertLedger =
+    "INSERT INTO usage_events (instance_id, run, sequence, input_tokens, output_tokens, source, "
+    "at_ms, cost_micros)";
+
+}  // namespace
 
 LedgerWriter::UsageFragments LedgerWriter::UsageDocument(std::string_view instance, int64_t run,
                                                          std::string_view source,
@@ -84,24 +91,52 @@ absl::StatusOr<LedgerWriter> LedgerWriter::Begin(store::Store& store, const stor
     KT_ASSIGN_OR_RETURN(store::Statement prepared, store.db().Prepare(statement.sql));
     *statement.into = std::move(prepared);
   }
+  // Rows above the run's highest sequence are new for certain: plain inserts, kRowsPerInsert
+  // rows per statement (a conflict there would be a bug, and fails the transaction).
+  std::string many = std::string(kInsertLedger) + " VALUES ";
+  for (size_t i = 0; i < kRowsPerInsert; ++i) {
+    const int p = static_cast<int>(i) * 8;
+    absl::StrAppend(&many, i == 0 ? "" : ", ", "(?", p + 1, ", ?", p + 2, ", ?", p + 3, ", ?",
+                    p + 4, ", ?", p + 5, ", ?", p + 6, ", ?", p + 7, ", ?", p + 8, ")");
+  }
+  KT_ASSIGN_OR_RETURN(writer.insert_many_, store.db().Prepare(many));
+  KT_ASSIGN_OR_RETURN(
+      writer.insert_new_,
+      store.db().Prepare(absl::StrCat(kInsertLedger, " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")));
+  KT_ASSIGN_OR_RETURN(
+      store::Statement highest,
+      store.db().Prepare("SELECT MAX(sequence) FROM usage_events WHERE instance_id = ?1 AND "
+                         "run = ?2"));
+  highest.Bind(1, row.id).Bind(2, run);
+  KT_RETURN_IF_ERROR(highest.Step().status());
+  writer.highest_ = highest.ColumnOptionalInt(0).value_or(-1);
   return writer;
 }
 
 absl::StatusOr<bool> LedgerWriter::Add(uint64_t sequence, uint64_t input_tokens,
                                        uint64_t output_tokens) {
-  insert_.Reset();
-  insert_.Bind(1, row_.id).Bind(2, run_).Bind(3, static_cast<int64_t>(sequence));
-  insert_.Bind(4, static_cast<int64_t>(input_tokens));
-  insert_.Bind(5, static_cast<int64_t>(output_tokens));
-  insert_.BindStatic(6, source_).Bind(7, now_ms_);  // source_ lives as long as the writer
   std::optional<int64_t> cost;
   if (limits_.rate.has_value()) {
     cost = budget::PriceEvent(input_tokens, output_tokens, *limits_.rate);
   }
-  insert_.Bind(8, cost);
-  KT_RETURN_IF_ERROR(insert_.Run());
-  if (sqlite3_changes(store_->db().raw()) == 0) {
-    return false;
+  const Row ledger_row{static_cast<int64_t>(sequence), static_cast<int64_t>(input_tokens),
+                       static_cast<int64_t>(output_tokens), cost};
+  if (ledger_row.sequence > highest_) {
+    // Above every sequence of the run: new for certain, written with the next rows at once.
+    highest_ = ledger_row.sequence;
+    unwritten_.push_back(ledger_row);
+    if (unwritten_.size() == kRowsPerInsert) {
+      KT_RETURN_IF_ERROR(WriteRows());
+    }
+  } else {
+    // Possibly a replay: the key decides, against every row written so far.
+    KT_RETURN_IF_ERROR(WriteRows());
+    insert_.Reset();
+    BindRow(insert_, 0, ledger_row);
+    KT_RETURN_IF_ERROR(insert_.Run());
+    if (sqlite3_changes(store_->db().raw()) == 0) {
+      return false;
+    }
   }
   // The usage_update document, from the fragments Begin escaped once (UsageDocument).
   if (pending_events_ > 0) {
@@ -141,6 +176,31 @@ absl::StatusOr<bool> LedgerWriter::AddUnknown(uint64_t sequence, std::string_vie
   return true;
 }
 
+void LedgerWriter::BindRow(store::Statement& statement, int first, const Row& row) const {
+  statement.Bind(first + 1, row_.id).Bind(first + 2, run_).Bind(first + 3, row.sequence);
+  statement.Bind(first + 4, row.input).Bind(first + 5, row.output);
+  // source_ is not touched while the statement runs (Add and WriteRows bind and run at once).
+  statement.BindStatic(first + 6, source_).Bind(first + 7, now_ms_).Bind(first + 8, row.cost);
+}
+
+absl::Status LedgerWriter::WriteRows() {
+  if (unwritten_.size() == kRowsPerInsert) {
+    insert_many_.Reset();
+    for (size_t i = 0; i < unwritten_.size(); ++i) {
+      BindRow(insert_many_, static_cast<int>(i) * 8, unwritten_[i]);
+    }
+    KT_RETURN_IF_ERROR(insert_many_.Run());
+  } else {
+    for (const Row& row : unwritten_) {
+      insert_new_.Reset();
+      BindRow(insert_new_, 0, row);
+      KT_RETURN_IF_ERROR(insert_new_.Run());
+    }
+  }
+  unwritten_.clear();
+  return absl::OkStatus();
+}
+
 absl::Status LedgerWriter::FlushEvents() {
   if (pending_events_ == 0) {
     return absl::OkStatus();
@@ -156,6 +216,7 @@ absl::Status LedgerWriter::FlushEvents() {
 }
 
 absl::Status LedgerWriter::Finish() {
+  KT_RETURN_IF_ERROR(WriteRows());
   KT_RETURN_IF_ERROR(FlushEvents());
   if (delta_.input == 0 && delta_.output == 0 && delta_.priced == 0 && delta_.unpriced == 0 &&
       delta_.unknown == 0) {

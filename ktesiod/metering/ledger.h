@@ -11,6 +11,7 @@
 // Thread-safety: engine thread only; construct and use within one Store::InTransaction.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,7 +36,8 @@ class LedgerWriter {
   // Records a metered call whose usage was absent. Errors: STORE_ERROR.
   absl::StatusOr<bool> AddUnknown(uint64_t sequence, std::string_view api);
 
-  // Folds what was added into the per-run totals (usage_totals). Call once, last, inside the
+  // Writes the rows and events still held back, and folds what was added into the per-run
+  // totals (usage_totals). Required: call once, last, inside the
   // same transaction. Errors: STORE_ERROR.
   absl::Status Finish();
 
@@ -55,6 +57,15 @@ class LedgerWriter {
   absl::Status RecordBreaches();
   // Writes the usage_update events added since the last flush as one span (Store::AppendEventSpan).
   absl::Status FlushEvents();
+  // One ledger row, not yet written when it is certainly new (above the run's highest sequence).
+  struct Row {
+    int64_t sequence = 0, input = 0, output = 0;
+    std::optional<int64_t> cost;
+  };
+  static constexpr size_t kRowsPerInsert = 64;
+  void BindRow(store::Statement& statement, int first, const Row& row) const;
+  // Writes the certainly-new rows held back so far.
+  absl::Status WriteRows();
 
   store::Store* store_ = nullptr;
   store::InstanceRow row_;
@@ -74,7 +85,10 @@ class LedgerWriter {
   // usage_update documents not yet written, joined by '\n', and how many.
   std::string pending_payloads_;
   int64_t pending_events_ = 0;
-  store::Statement insert_, breach_, breach_event_, unknown_;
+  // Certainly-new rows not yet written, and the highest sequence of the run so far (-1: none).
+  std::vector<Row> unwritten_;
+  int64_t highest_ = -1;
+  store::Statement insert_, insert_many_, insert_new_, breach_, breach_event_, unknown_;
 };
 
 }  // namespace ktesio::daemon::metering

@@ -123,10 +123,11 @@ class UsagePayloadParser {
   // A JSON number restricted to non-negative integers that fit 64 bits; other JSON values get
   // a message naming what was found instead.
   bool ParseUnsigned(std::string_view field, std::uint64_t& value) {
-    const std::string prefix = Cat("field \"", field, "\" ");
+    // Built only for an error: this runs three times per usage line.
+    auto prefix = [field] { return Cat("field \"", field, "\" "); };
     const char c = Peek();
     if (c == '-') {
-      return Fail(prefix + "must be non-negative");
+      return Fail(prefix() + "must be non-negative");
     }
     if (c < '0' || c > '9') {
       std::string_view found = "an invalid value";
@@ -141,7 +142,7 @@ class UsagePayloadParser {
       } else if (c == '+' || c == '.') {
         found = "a malformed number";
       }
-      return Fail(Cat(prefix, "must be a non-negative integer, found ", found));
+      return Fail(Cat(prefix(), "must be a non-negative integer, found ", found));
     }
     const size_t start = pos_;
     value = 0;
@@ -156,13 +157,13 @@ class UsagePayloadParser {
       ++pos_;
     }
     if (pos_ - start > 1 && text_[start] == '0') {
-      return Fail(prefix + "has a leading zero");
+      return Fail(prefix() + "has a leading zero");
     }
     if (Peek() == '.' || Peek() == 'e' || Peek() == 'E') {
-      return Fail(prefix + "must be an integer (no fraction or exponent)");
+      return Fail(prefix() + "must be an integer (no fraction or exponent)");
     }
     if (overflow) {
-      return Fail(prefix + "does not fit in 64 bits");
+      return Fail(prefix() + "does not fit in 64 bits");
     }
     return true;
   }

@@ -105,6 +105,36 @@ TEST_F(LedgerTest, OneIngestionsEventsReadBackOneByOneWithConsecutiveCursors) {
   EXPECT_EQ(counts->last_cursor, 7);
 }
 
+TEST_F(LedgerTest, EverySequenceCountsOnceWhateverItsOrder) {
+  // 150 new sequences (multi-row inserts and a remainder), then out of order: a repeat inside
+  // the same batch, a gap filled, a replay of an old one.
+  Write(10, 150, 1);
+  {
+    std::ofstream out(UsageFilePath(dir_, 1), std::ios::app);
+    out << "KTESIO_USAGE {\"sequence\":200,\"input_tokens\":5,\"output_tokens\":0}\n"
+        << "KTESIO_USAGE {\"sequence\":200,\"input_tokens\":7,\"output_tokens\":0}\n"
+        << "KTESIO_USAGE {\"sequence\":3,\"input_tokens\":9,\"output_tokens\":0}\n"
+        << "KTESIO_USAGE {\"sequence\":12,\"input_tokens\":100,\"output_tokens\":0}\n"
+        << "KTESIO_USAGE {\"sequence\":201,\"input_tokens\":11,\"output_tokens\":0}\n";
+  }
+  IngestResult result = Ingest();
+  EXPECT_EQ(result.accepted, 153u);
+  EXPECT_EQ(result.duplicates, 2u);
+  absl::StatusOr<store::Store::UsageTotals> totals = store_->Usage(row_.id, 1);
+  KT_ASSERT_OK(totals.status());
+  EXPECT_EQ(totals->run_input, 150u + 5 + 9 + 11);
+  EXPECT_EQ(totals->run_output, 150u);
+  EXPECT_EQ(Events().size(), 1u + 153);
+  // A later ingestion starts above the highest sequence recorded, and still refuses replays.
+  Write(150, 15, 1);  // 150..159 recorded already, 160..164 new
+  result = Ingest();
+  EXPECT_EQ(result.accepted, 5u);
+  EXPECT_EQ(result.duplicates, 10u);
+  absl::StatusOr<int64_t> next = store_->NextSequence(row_.id, 1);
+  KT_ASSERT_OK(next.status());
+  EXPECT_EQ(*next, 202);
+}
+
 TEST_F(LedgerTest, ABreachComesRightAfterTheUsageThatCrossedIt) {
   budget::Limits limits;
   limits.tokens_per_run = 25;  // 11 tokens per event: the third crosses it
