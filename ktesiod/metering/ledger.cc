@@ -145,6 +145,9 @@ absl::StatusOr<bool> LedgerWriter::Add(uint64_t sequence, uint64_t input_tokens,
   absl::StrAppend(&pending_payloads_, usage_doc_.head, input_tokens, usage_doc_.output,
                   output_tokens, usage_doc_.source, sequence, usage_doc_.tail);
   ++pending_events_;
+  if (pending_events_ == kMaxSpan) {
+    KT_RETURN_IF_ERROR(FlushEvents());
+  }
   delta_.input = budget::SaturatingAdd(delta_.input, input_tokens);
   delta_.output = budget::SaturatingAdd(delta_.output, output_tokens);
   if (cost.has_value()) {

@@ -105,6 +105,32 @@ TEST_F(LedgerTest, OneIngestionsEventsReadBackOneByOneWithConsecutiveCursors) {
   EXPECT_EQ(counts->last_cursor, 7);
 }
 
+TEST_F(LedgerTest, ABurstIsStoredInBoundedSpansAndReadsBackInFeedSizedBatches) {
+  Write(0, 1300, 1);
+  EXPECT_EQ(Ingest().accepted, 1300u);
+  absl::StatusOr<store::Statement> rows =
+      store_->db().Prepare("SELECT COUNT(*), MAX(span), SUM(span) FROM events");
+  KT_ASSERT_OK(rows.status());
+  KT_ASSERT_OK(rows->Step().status());
+  EXPECT_EQ(rows->ColumnInt(0), 1 + 3);  // the transition, then 512 + 512 + 276
+  EXPECT_EQ(rows->ColumnInt(1), LedgerWriter::kMaxSpan);
+  EXPECT_EQ(rows->ColumnInt(2), 1301);
+  int64_t cursor = 0;
+  int64_t read = 0;
+  while (true) {
+    const std::vector<store::EventRow> batch = Events(cursor, 512);
+    if (batch.empty()) {
+      break;
+    }
+    for (const store::EventRow& event : batch) {
+      EXPECT_EQ(event.cursor, cursor + 1);
+      cursor = event.cursor;
+    }
+    read += static_cast<int64_t>(batch.size());
+  }
+  EXPECT_EQ(read, 1301);
+}
+
 TEST_F(LedgerTest, EverySequenceCountsOnceWhateverItsOrder) {
   // 150 new sequences (multi-row inserts and a remainder), then out of order: a repeat inside
   // the same batch, a gap filled, a replay of an old one.
