@@ -2,11 +2,11 @@
 
 // The usage ledger's write side, shared by both metering sources: inside the caller's store
 // transaction it records events (deduplicated by the ledger's key (instance, run, sequence)),
-// their usage_update events (those of one transaction share one events row, flushed before a
-// breach and by Finish), each event's cost at the Rate in force, and — in the same transaction —
-// every budget dimension the event crosses (breaches row + budget_breach event). Unknown-usage
-// calls (engine-observed calls whose provider reported no usage) go to their own log and are
-// never folded into zero tokens.
+// their usage_update events (those of one transaction share events rows of up to kMaxSpan,
+// flushed when full, before a breach and by Finish), each event's cost at the Rate in force, and —
+// in the same transaction — every budget dimension the event crosses (breaches row + budget_breach
+// event). Unknown-usage calls (engine-observed calls whose provider reported no usage) go to their
+// own log and are never folded into zero tokens.
 //
 // Thread-safety: engine thread only; construct and use within one Store::InTransaction.
 

@@ -152,9 +152,10 @@ CREATE TABLE labels (
 ) STRICT, WITHOUT ROWID;
 )sql",
     // 10: self-reported ingestion writes one row per event instead of four. The usage_update
-    // events of one ledger transaction share one events row: `span` is how many cursors it
-    // holds, its cursor the last of them, its payload their documents joined by newlines
-    // (Store::ReadEvents expands it). The ledger is keyed by its natural key alone.
+    // events of one ledger transaction share events rows (up to LedgerWriter::kMaxSpan each):
+    // `span` is how many cursors a row holds, its cursor the last of them, its payload their
+    // documents joined by newlines (Store::ReadEvents expands it). The ledger is keyed by its
+    // natural key alone.
     R"sql(
 ALTER TABLE events ADD COLUMN span INTEGER NOT NULL DEFAULT 1 CHECK (span >= 1);
 CREATE TABLE usage_ledger (
