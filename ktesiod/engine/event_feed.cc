@@ -11,7 +11,7 @@
 namespace ktesio::daemon::engine {
 namespace {
 
-constexpr int64_t kBatch = 512;
+constexpr int64_t kBatch = store::kEventReadBatch;
 
 }  // namespace
 

@@ -44,10 +44,9 @@ class LedgerWriter {
   // The dimensions crossed by the events added so far, in firing order.
   const std::vector<budget::Breach>& breaches() const { return breaches_; }
 
-  // The most usage_update events one events row holds: readers take events in batches of this
-  // size (EventFeed), and each read of a span copies and splits its whole row, so unbounded spans
-  // made a replay quadratic (200,000 events from one burst took 9-26 s instead of 0.5 s).
-  static constexpr int64_t kMaxSpan = 512;
+  // The most usage_update events one events row holds: one reader's batch (see
+  // store::kEventReadBatch).
+  static constexpr int64_t kMaxSpan = store::kEventReadBatch;
 
   // A usage_update document in four constant fragments around its three numbers:
   // head INPUT output OUTPUT source SEQUENCE tail (the strings escaped once, not per event).

@@ -118,7 +118,7 @@ TEST_F(LedgerTest, ABurstIsStoredInBoundedSpansAndReadsBackInFeedSizedBatches) {
   int64_t cursor = 0;
   int64_t read = 0;
   while (true) {
-    const std::vector<store::EventRow> batch = Events(cursor, 512);
+    const std::vector<store::EventRow> batch = Events(cursor, store::kEventReadBatch);
     if (batch.empty()) {
       break;
     }
