@@ -57,6 +57,28 @@ constexpr size_t kReadBuffer = 16u << 10;
 
 inline auto Await(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
+// Writes `pieces` to a plain socket: as far as the socket takes them at once, then (only when its
+// send buffer filled) the rest asynchronously. An asynchronous write that completes at once still
+// costs a posted completion and a poll of the reactor, and almost every write to a loopback
+// socket fits its buffer. The socket is in non-blocking mode (set when it opens), so the first
+// attempt never waits; a full buffer just writes less, or nothing.
+template <class Buffers>
+asio::awaitable<void> WriteSoonest(beast::tcp_stream& stream, const Buffers& pieces,
+                                   error_code& ec) {
+  const size_t total = asio::buffer_size(pieces);
+  size_t written = stream.socket().write_some(pieces, ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    ec = {};
+    written = 0;
+  }
+  if (ec || written == total) {
+    co_return;
+  }
+  beast::buffers_suffix<Buffers> rest(pieces);
+  rest.consume(written);
+  co_await asio::async_write(stream, rest, Await(ec));
+}
+
 // Re-arms a stream's idle deadline at most once a second: each arming is a timer operation,
 // and a stream relays many pieces a second. The deadline thus lies between idle - 1 s and idle
 // after the last activity.
@@ -146,7 +168,7 @@ class ClientWriter {
     }
     error_code ec;
     conn_.client_idle.Touch(conn_.client, idle_);
-    co_await asio::async_write(conn_.client, pieces_, Await(ec));
+    co_await WriteSoonest(conn_.client, pieces_, ec);
     pending_.clear();
     co_return !ec;
   }

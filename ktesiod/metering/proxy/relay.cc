@@ -5,6 +5,7 @@
 #include <openssl/ssl.h>
 
 #include <limits>
+#include <type_traits>
 
 #include "metering/proxy/proxy_internal.h"
 
@@ -44,6 +45,7 @@ asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, Ups
     co_return false;
   }
   up.lowest().socket().set_option(tcp::no_delay(true), ec);
+  up.lowest().socket().non_blocking(true, ec);  // SendRequest's first attempt never waits
   if (up.tls) {
     // SNI, and the certificate must name the host (verified against the system store + CA file).
     if (!SSL_set_tlsext_host_name(up.tls->native_handle(), upstream.host.c_str())) {
@@ -132,7 +134,17 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
     http::response_parser<http::buffer_body>& parser, const std::string& instance) {
   error_code ec;
   up.idle.Touch(up.lowest(), options.idle_timeout);
-  co_await http::async_write(upstream_stream, out, Await(ec));
+  http::request_serializer<http::string_body> serializer(out);
+  if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+    // As far as the socket takes it at once (see WriteSoonest), then the rest asynchronously.
+    http::write(upstream_stream.socket(), serializer, ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      ec = {};
+    }
+  }
+  if (!ec && !serializer.is_done()) {
+    co_await http::async_write(upstream_stream, serializer, Await(ec));
+  }
   if (ec) {
     log->debug("metering proxy: upstream write failed reused={} ({})", reused, ec.message());
     if (!reused) {
@@ -292,7 +304,23 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
     co_await asio::async_write(conn.client, asio::buffer("HTTP/1.1 100 Continue\r\n\r\n", 25),
                                Await(ec));
   }
-  co_await http::async_read(conn.client, buffer, parser, Await(ec));
+  // The body: parsed in place when the head's read already brought it (most requests arrive in
+  // one read), else read. Parsing in place spares a trip through the event loop.
+  parser.eager(true);
+  while (!parser.is_done() && buffer.size() > 0) {
+    const size_t used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == http::error::need_more) {
+      ec = {};
+      break;
+    }
+    if (ec || used == 0) {
+      break;
+    }
+  }
+  if (!ec && !parser.is_done()) {
+    co_await http::async_read(conn.client, buffer, parser, Await(ec));
+  }
   if (ec == http::error::body_limit) {
     const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
     co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));

@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -259,6 +261,114 @@ TEST_F(ProxyTest, StreamsAreRelayedAsTheyArriveNotBuffered) {
   close(fd);
   EXPECT_NE(received.find("[DONE]"), std::string::npos);
   EXPECT_EQ(Records(1).size(), 1u);
+}
+
+// Reads from fd until `done` says the bytes so far are complete (or the peer closes/times out).
+std::string ReadUntil(int fd, const std::function<bool(const std::string&)>& done) {
+  std::string received;
+  char buffer[8192];
+  while (!done(received)) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n <= 0) {
+      break;
+    }
+    received.append(buffer, static_cast<size_t>(n));
+  }
+  return received;
+}
+
+// The proxy writes to the agent as far as its socket takes at once, and waits for the rest only
+// when the buffer fills: an agent that reads slowly through a small window gets every byte, in
+// order, and the connection stays usable for the next call.
+TEST_F(ProxyTest, ResponsesReachASlowReaderWholeAndInOrder) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int small = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));  // before connect: the window
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  timeval timeout{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  constexpr size_t kSize = 3u << 20;  // far beyond the proxy's send buffer and the agent's window
+  const std::string request = "GET /big?" + std::to_string(kSize) + " HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the proxy's buffer fill
+    const std::string received = ReadUntil(fd, [&](const std::string& got) {
+      const size_t head_end = got.find("\r\n\r\n");
+      return head_end != std::string::npos && got.size() >= head_end + 4 + kSize;
+    });
+    const size_t head_end = received.find("\r\n\r\n");
+    ASSERT_NE(head_end, std::string::npos) << "round " << round;
+    EXPECT_EQ(received.substr(0, 12), "HTTP/1.1 200");
+    const std::string body = received.substr(head_end + 4);
+    ASSERT_EQ(body.size(), kSize) << "round " << round;
+    size_t wrong = 0;
+    for (size_t i = 0; i < body.size(); ++i) {
+      wrong += body[i] != static_cast<char>('0' + i % 10) ? 1 : 0;
+    }
+    EXPECT_EQ(wrong, 0u) << "round " << round;
+  }
+  close(fd);
+}
+
+// The agent's request body may come with its head, after it, in pieces, or chunked; large bodies
+// fill the proxy's socket to the provider. Each way, the provider gets the whole body once.
+TEST_F(ProxyTest, RequestBodiesArriveWholeHoweverTheAgentSendsThem) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  const int fd = ConnectLoopback(port);
+  ASSERT_GE(fd, 0);
+  timeval timeout{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  auto echoed_length = [&](const std::string& received) -> long {
+    const size_t at = received.find("\"body_length\": ");
+    return at == std::string::npos ? -1 : std::stol(received.substr(at + 15));
+  };
+  // One reply with a Content-Length body (the proxy keeps the provider's framing for those).
+  auto reply_complete = [](const std::string& got) {
+    const size_t head_end = got.find("\r\n\r\n");
+    const size_t length_at = got.find("Content-Length: ");
+    return head_end != std::string::npos && length_at < head_end &&
+           got.size() >= head_end + 4 + std::stoul(got.substr(length_at + 16));
+  };
+  auto send_all = [&](const std::string& bytes) {
+    // MSG_NOSIGNAL: a proxy that hangs up early fails the test, not the process.
+    ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  };
+  // 1. Head and body in one write.
+  const std::string small(1000, 'a');
+  send_all("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + small);
+  EXPECT_EQ(echoed_length(ReadUntil(fd, reply_complete)), 1000);
+  // 2. The head, then the body in three pieces with pauses (the proxy must wait for them).
+  send_all("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\n");
+  for (int piece = 0; piece < 3; ++piece) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    send_all(std::string(1000, 'b'));
+  }
+  EXPECT_EQ(echoed_length(ReadUntil(fd, reply_complete)), 3000);
+  // 3. Chunked, the last chunk late.
+  send_all(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhello\r\n6\r\n world\r\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  send_all("0\r\n\r\n");
+  EXPECT_EQ(echoed_length(ReadUntil(fd, reply_complete)), 11);
+  // 4. A body of 16 MiB to a provider that reads late: more than the socket to it takes at once.
+  const std::string large(16u << 20, 'c');
+  std::thread writer([&] {
+    send_all("POST /echo?slow HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+             std::to_string(large.size()) + "\r\n\r\n" + large);
+  });
+  const long got = echoed_length(ReadUntil(fd, reply_complete));
+  writer.join();
+  EXPECT_EQ(got, static_cast<long>(large.size()));
+  close(fd);
 }
 
 TEST_F(ProxyTest, UnreachableUpstreamIs502NamingNeitherUrlNorKey) {
