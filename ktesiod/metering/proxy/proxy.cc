@@ -202,12 +202,30 @@ asio::awaitable<void> MeteringProxy::Impl::Accept(std::shared_ptr<Listener> list
     auto conn = std::make_shared<ConnState>(std::move(socket));
     std::erase_if(listener->connections, [](const auto& weak) { return weak.expired(); });
     listener->connections.push_back(conn);
+    asio::co_spawn(io, Watch(conn), asio::detached);
     asio::co_spawn(io, Serve(listener, conn), asio::detached);
   }
 }
 
+asio::awaitable<void> MeteringProxy::Impl::Watch(std::shared_ptr<ConnState> conn) {
+  ConnState& state = *conn;
+  co_await state.watchdog.Run(
+      [&state] {
+        error_code ignored;
+        state.client.socket().close(ignored);
+      },
+      [&state] { state.up.Close(); });
+}
+
 asio::awaitable<void> MeteringProxy::Impl::Serve(std::shared_ptr<Listener> listener,
                                                  std::shared_ptr<ConnState> conn) {
+  co_await Exchanges(std::move(listener), conn);
+  // Not from a destructor: when io itself is torn down it destroys both frames, timer and all.
+  conn->watchdog.Stop();
+}
+
+asio::awaitable<void> MeteringProxy::Impl::Exchanges(std::shared_ptr<Listener> listener,
+                                                     std::shared_ptr<ConnState> conn) {
   // Gives the admission back however the exchange ends (also when io destroys the frame).
   struct Admitted {
     Admission* admission;

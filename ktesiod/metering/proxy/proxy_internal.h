@@ -7,6 +7,7 @@
 // <utility> first: Boost 1.74's asio/awaitable.hpp uses std::exchange without including it.
 #include <utility>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -79,30 +80,68 @@ asio::awaitable<void> WriteSoonest(beast::tcp_stream& stream, const Buffers& pie
   co_await asio::async_write(stream, rest, Await(ec));
 }
 
-// Re-arms a stream's idle deadline at most once a second: each arming is a timer operation,
-// and a stream relays many pieces a second. The deadline thus lies between idle - 1 s and idle
-// after the last activity.
-class IdleDeadline {
+// One connection's deadlines (the agent's side and the provider's) on one timer. A deadline on
+// a beast::tcp_stream arms and cancels a timer wait around every read and write; here a deadline
+// is a time stamp, moved for free, and the timer is re-armed only when a deadline comes earlier
+// than the time it will next wake. Deadlines are "now + a fixed duration", so they only move
+// later and the timer wakes at most once per header timeout of a connection: it closes the side
+// whose deadline passed (its pending operation then fails) and sleeps until the next deadline.
+class Watchdog {
  public:
-  void Touch(beast::tcp_stream& stream, std::chrono::milliseconds idle) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - armed_ >= std::chrono::seconds(1)) {
-      stream.expires_after(idle);
-      armed_ = now;
+  using Clock = std::chrono::steady_clock;
+  explicit Watchdog(asio::io_context& io) : timer_(io) {}
+
+  void SetClient(Clock::duration within) { Set(client_, within); }
+  void SetUpstream(Clock::duration within) { Set(upstream_, within); }
+  void ClearUpstream() { upstream_ = Clock::time_point::max(); }
+
+  // Runs until Stop, calling `close_client` or `close_upstream` when that deadline passes.
+  template <class CloseClient, class CloseUpstream>
+  asio::awaitable<void> Run(CloseClient close_client, CloseUpstream close_upstream) {
+    while (!stopped_) {
+      armed_ = std::min(client_, upstream_);
+      timer_.expires_at(armed_);
+      error_code ec;
+      co_await timer_.async_wait(Await(ec));
+      const auto now = Clock::now();
+      if (!stopped_ && client_ <= now) {
+        client_ = Clock::time_point::max();
+        close_client();
+      }
+      if (!stopped_ && upstream_ <= now) {
+        upstream_ = Clock::time_point::max();
+        close_upstream();
+      }
     }
   }
-  void Reset() { armed_ = {}; }
+  void Stop() {
+    stopped_ = true;
+    timer_.cancel();
+  }
 
  private:
-  std::chrono::steady_clock::time_point armed_{};
+  void Set(Clock::time_point& deadline, Clock::duration within) {
+    deadline = Clock::now() + within;
+    if (deadline < armed_) {
+      armed_ = deadline;
+      timer_.expires_at(deadline);  // cancels the wait: Run wakes and waits again, until then
+    }
+  }
+
+  asio::steady_timer timer_;
+  Clock::time_point client_ = Clock::time_point::max();
+  Clock::time_point upstream_ = Clock::time_point::max();
+  Clock::time_point armed_ = Clock::time_point::max();
+  bool stopped_ = false;
 };
 
 // One upstream connection, plain or TLS.
 struct UpstreamConn {
+  explicit UpstreamConn(Watchdog& deadlines) : watchdog(deadlines) {}
   std::unique_ptr<beast::tcp_stream> plain;
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
-  IdleDeadline idle;
+  Watchdog& watchdog;  // the connection's, for this side's idle deadline
 
   beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
   bool open() { return (plain || tls) && lowest().socket().is_open(); }
@@ -114,14 +153,24 @@ struct UpstreamConn {
     plain.reset();
     tls.reset();
     buffer.clear();
-    idle.Reset();
+    watchdog.ClearUpstream();
+  }
+  // Closes the socket only (a coroutine may hold the stream): its pending operation fails.
+  void Close() {
+    if (plain || tls) {
+      error_code ignored;
+      lowest().socket().close(ignored);
+    }
   }
 };
 
 struct ConnState {
-  explicit ConnState(tcp::socket socket) : client(std::move(socket)) {}
+  explicit ConnState(tcp::socket socket)
+      : client(std::move(socket)),
+        watchdog(static_cast<asio::io_context&>(client.get_executor().context())),
+        up(watchdog) {}
   beast::tcp_stream client;
-  IdleDeadline client_idle;
+  Watchdog watchdog;
   UpstreamConn up;
   std::vector<char> relay_buffer;  // response body pieces, reused across requests
 };
@@ -167,7 +216,7 @@ class ClientWriter {
       std::exchange(on_first_write_, nullptr)();
     }
     error_code ec;
-    conn_.client_idle.Touch(conn_.client, idle_);
+    conn_.watchdog.SetClient(idle_);
     co_await WriteSoonest(conn_.client, pieces_, ec);
     pending_.clear();
     co_return !ec;
@@ -271,7 +320,13 @@ struct MeteringProxy::Impl {
   }
 
   asio::awaitable<void> Accept(std::shared_ptr<Listener> listener);
+  // One connection: its exchanges, then its watchdog stopped.
   asio::awaitable<void> Serve(std::shared_ptr<Listener> listener, std::shared_ptr<ConnState> conn);
+  // Request after request until the connection is over.
+  asio::awaitable<void> Exchanges(std::shared_ptr<Listener> listener,
+                                  std::shared_ptr<ConnState> conn);
+  // The connection's deadlines (proxy_internal::Watchdog), until Serve ends.
+  static asio::awaitable<void> Watch(std::shared_ptr<ConnState> conn);
   // Reads the agent's next request; nullopt when the connection is over (the agent left, or a
   // malformed or oversized request got its 400/413/431 reply).
   asio::awaitable<std::optional<http::request<http::string_body>>> ReadRequest(
@@ -288,7 +343,7 @@ struct MeteringProxy::Impl {
   // how the exchange ends (a reused connection that failed before any response byte: retry).
   template <class Stream>
   asio::awaitable<std::optional<Exchange>> SendRequest(
-      Stream& upstream_stream, UpstreamConn& up, Request& out, bool reused,
+      Stream& upstream_stream, ConnState& conn, Request& out, bool reused,
       http::response_parser<http::buffer_body>& parser, const std::string& instance);
   template <class Stream>
   asio::awaitable<Exchange> Relay(Stream& upstream_stream, UpstreamConn& up, ConnState& conn,

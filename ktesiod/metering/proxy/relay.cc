@@ -63,8 +63,7 @@ asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, Ups
       co_return false;
     }
   }
-  up.lowest().expires_never();
-  up.idle.Reset();
+  up.lowest().expires_never();  // from here the connection's Watchdog keeps the deadline
   co_return true;
 }
 
@@ -130,10 +129,11 @@ void DrainBuffered(http::response_parser<http::buffer_body>& parser, beast::flat
 
 template <class Stream>
 asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
-    Stream& upstream_stream, UpstreamConn& up, Request& out, bool reused,
+    Stream& upstream_stream, ConnState& conn, Request& out, bool reused,
     http::response_parser<http::buffer_body>& parser, const std::string& instance) {
+  UpstreamConn& up = conn.up;
   error_code ec;
-  up.idle.Touch(up.lowest(), options.idle_timeout);
+  conn.watchdog.SetUpstream(options.idle_timeout);
   http::request_serializer<http::string_body> serializer(out);
   if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
     // As far as the socket takes it at once (see WriteSoonest), then the rest asynchronously.
@@ -179,7 +179,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
     parser.skip(true);
   }
   if (std::optional<Exchange> failed =
-          co_await SendRequest(upstream_stream, up, out, reused, parser, instance)) {
+          co_await SendRequest(upstream_stream, conn, out, reused, parser, instance)) {
     co_return *failed;
   }
   // The proxy's own time before the first byte: what it spent before the upstream write, plus
@@ -235,7 +235,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       // Wait for the provider's next piece.
       response.body().data = buffer.data();
       response.body().size = buffer.size();
-      up.idle.Touch(up.lowest(), options.idle_timeout);
+      conn.watchdog.SetUpstream(options.idle_timeout);
       co_await http::async_read_some(upstream_stream, up.buffer, parser, Await(ec));
       arrived = std::chrono::steady_clock::now();
       if (ec == http::error::need_buffer) {
@@ -278,10 +278,9 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
   parser.body_limit(options.max_request_bytes);
   // A head must arrive within header_timeout: a client that opens and idles, or trickles its
   // head, gives its descriptor back soon (the body may then take idle_timeout per silence).
-  conn.client.expires_after(options.header_timeout);
-  conn.client_idle.Reset();
+  conn.watchdog.SetClient(options.header_timeout);
   co_await http::async_read_header(conn.client, buffer, parser, Await(ec));
-  conn.client_idle.Touch(conn.client, options.idle_timeout);
+  conn.watchdog.SetClient(options.idle_timeout);
   if (ec == http::error::body_limit) {  // a declared Content-Length over the cap
     const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
     co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
@@ -292,7 +291,7 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
       const std::string reply = FixedResponse(431, "Request Header Fields Too Large", "", false);
       co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
     } else if (ec != http::error::end_of_stream && ec != asio::error::eof &&
-               ec != asio::error::operation_aborted && ec != beast::error::timeout &&
+               ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor &&
                ec != asio::error::connection_reset) {
       const std::string reply = FixedResponse(400, "Bad Request", "", false);
       co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));

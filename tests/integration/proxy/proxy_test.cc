@@ -371,6 +371,67 @@ TEST_F(ProxyTest, RequestBodiesArriveWholeHoweverTheAgentSendsThem) {
   close(fd);
 }
 
+// Silence in either direction for longer than idle_timeout ends the exchange: a provider that
+// stops mid-stream is cut off (the agent gets what came and no terminating chunk; the call is
+// recorded with unknown usage), long before the provider would go on.
+TEST_F(ProxyTest, ASilentProviderIsCutOffAfterTheIdleTimeout) {
+  ProxyOptions options;
+  options.idle_timeout = std::chrono::milliseconds(400);
+  auto proxy = MakeProxy(options);
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  const auto start = std::chrono::steady_clock::now();
+  // "gate": the provider sends the first chunk, then waits 30 s for /release.
+  HttpResponse r =
+      HttpRequest(port, "POST", "/v1/chat/completions", R"({"model":"gate","stream":true})");
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_NE(r.error, "") << "the stream must reach the agent as cut off";
+  EXPECT_NE(r.body.find("Hel"), std::string::npos) << "what came before the silence is relayed";
+  EXPECT_GE(took, std::chrono::milliseconds(350));
+  EXPECT_LT(took, std::chrono::seconds(10));
+  std::vector<CallRecord> records = Records(1);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_FALSE(records[0].known);
+  EXPECT_EQ(HttpRequest(provider_.port(), "GET", "/release").status, 200);
+}
+
+// A connection must bring a request head within header_timeout, the first and every next one:
+// an agent that connects and says nothing, or idles after a call, gets its connection closed.
+TEST_F(ProxyTest, ConnectionsWithoutAHeadAreClosedAfterTheHeaderTimeout) {
+  ProxyOptions options;
+  options.header_timeout = std::chrono::milliseconds(300);
+  auto proxy = MakeProxy(options);
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  auto closed_after = [](int fd) {
+    timeval timeout{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    const auto start = std::chrono::steady_clock::now();
+    char byte = 0;
+    const ssize_t n = read(fd, &byte, 1);
+    EXPECT_EQ(n, 0) << "the proxy closes the connection (no reply)";
+    return std::chrono::steady_clock::now() - start;
+  };
+  const int silent = ConnectLoopback(port);
+  ASSERT_GE(silent, 0);
+  auto took = closed_after(silent);
+  EXPECT_GE(took, std::chrono::milliseconds(250));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  close(silent);
+
+  const int idle = ConnectLoopback(port);
+  ASSERT_GE(idle, 0);
+  const std::string request = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(write(idle, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  const std::string reply = ReadUntil(idle, [](const std::string& got) {
+    return got.find("\"fake\"") != std::string::npos && got.back() == '}';
+  });
+  EXPECT_EQ(reply.substr(0, 12), "HTTP/1.1 200");
+  took = closed_after(idle);
+  EXPECT_GE(took, std::chrono::milliseconds(250));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  close(idle);
+  EXPECT_EQ(HttpRequest(port, "GET", "/v1/models").status, 200) << "the proxy keeps serving";
+}
+
 TEST_F(ProxyTest, UnreachableUpstreamIs502NamingNeitherUrlNorKey) {
   auto proxy = MakeProxy();
   // A port nothing listens on: bind one, note it, close it.
