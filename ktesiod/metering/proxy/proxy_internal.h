@@ -58,6 +58,11 @@ constexpr size_t kReadBuffer = 16u << 10;
 
 inline auto Await(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
+// A non-blocking socket call that found the socket not ready (not an error).
+inline bool WouldBlock(const error_code& ec) {
+  return ec == asio::error::would_block || ec == asio::error::try_again;
+}
+
 // Writes `pieces` to a plain socket: as far as the socket takes them at once, then (only when its
 // send buffer filled) the rest asynchronously. An asynchronous write that completes at once still
 // costs a posted completion and a poll of the reactor, and almost every write to a loopback
@@ -68,7 +73,7 @@ asio::awaitable<void> WriteSoonest(beast::tcp_stream& stream, const Buffers& pie
                                    error_code& ec) {
   const size_t total = asio::buffer_size(pieces);
   size_t written = stream.socket().write_some(pieces, ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+  if (WouldBlock(ec)) {
     ec = {};
     written = 0;
   }
@@ -82,10 +87,11 @@ asio::awaitable<void> WriteSoonest(beast::tcp_stream& stream, const Buffers& pie
 
 // One connection's deadlines (the agent's side and the provider's) on one timer. A deadline on
 // a beast::tcp_stream arms and cancels a timer wait around every read and write; here a deadline
-// is a time stamp, moved for free, and the timer is re-armed only when a deadline comes earlier
-// than the time it will next wake. Deadlines are "now + a fixed duration", so they only move
-// later and the timer wakes at most once per header timeout of a connection: it closes the side
-// whose deadline passed (its pending operation then fails) and sleeps until the next deadline.
+// is a time stamp, moved for free. The timer never sleeps longer than the shortest duration a
+// deadline was set with (the header timeout, in practice): every deadline is "now + one of those
+// durations", so a new one is never earlier than the timer's wake-up and setting it touches no
+// timer (only the connection's first deadline arms it). Each wake-up closes the side whose
+// deadline passed (its pending operation then fails) and sleeps again.
 class Watchdog {
  public:
   using Clock = std::chrono::steady_clock;
@@ -100,6 +106,9 @@ class Watchdog {
   asio::awaitable<void> Run(CloseClient close_client, CloseUpstream close_upstream) {
     while (!stopped_) {
       armed_ = std::min(client_, upstream_);
+      if (tick_ != Clock::duration::max()) {
+        armed_ = std::min(armed_, Clock::now() + tick_);
+      }
       timer_.expires_at(armed_);
       error_code ec;
       co_await timer_.async_wait(Await(ec));
@@ -121,8 +130,9 @@ class Watchdog {
 
  private:
   void Set(Clock::time_point& deadline, Clock::duration within) {
+    tick_ = std::min(tick_, within);
     deadline = Clock::now() + within;
-    if (deadline < armed_) {
+    if (deadline < armed_) {  // the first deadline, or a shorter duration than any before
       armed_ = deadline;
       timer_.expires_at(deadline);  // cancels the wait: Run wakes and waits again, until then
     }
@@ -132,6 +142,7 @@ class Watchdog {
   Clock::time_point client_ = Clock::time_point::max();
   Clock::time_point upstream_ = Clock::time_point::max();
   Clock::time_point armed_ = Clock::time_point::max();
+  Clock::duration tick_ = Clock::duration::max();  // the shortest duration Set was given
   bool stopped_ = false;
 };
 

@@ -138,7 +138,7 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
   if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
     // As far as the socket takes it at once (see WriteSoonest), then the rest asynchronously.
     http::write(upstream_stream.socket(), serializer, ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    if (proxy_internal::WouldBlock(ec)) {
       ec = {};
     }
   }
