@@ -57,7 +57,7 @@ absl::Status UnsetConfig(engine::Engine& engine, const v1::UnsetConfigRequest& r
 absl::Status SetSecret(engine::Engine& engine, const v1::SetSecretRequest& request,
                        v1::SetSecretResponse* response) {
   KT_ASSIGN_OR_RETURN(bool replaced,
-                      engine.configuration().secrets().Set(request.name(), request.value()));
+                      engine.configuration().SetSecret(request.name(), request.value()));
   response->set_name(request.name());
   response->set_replaced(replaced);
   return absl::OkStatus();
@@ -73,7 +73,7 @@ absl::Status ListSecrets(engine::Engine& engine, v1::ListSecretsResponse* respon
 
 absl::Status RemoveSecret(engine::Engine& engine, const v1::RemoveSecretRequest& request,
                           v1::RemoveSecretResponse* response) {
-  KT_RETURN_IF_ERROR(engine.configuration().secrets().Remove(request.name()));
+  KT_RETURN_IF_ERROR(engine.configuration().RemoveSecret(request.name()));
   response->set_name(request.name());
   return absl::OkStatus();
 }

@@ -40,6 +40,9 @@ absl::StatusOr<Configuration::Written> Configuration::Set(const std::string& nam
                                                           const std::string& value) {
   KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(name));
   KT_ASSIGN_OR_RETURN(std::string stored, config::instance_file::Set(row.home, key, value));
+  if (changed_) {
+    changed_(name);
+  }
   config::Entry entry;
   entry.key = key;
   entry.value = stored;
@@ -110,7 +113,27 @@ absl::StatusOr<std::vector<config::Entry>> Configuration::Get(const std::string&
 
 absl::StatusOr<bool> Configuration::Unset(const std::string& name, const std::string& key) {
   KT_ASSIGN_OR_RETURN(store::InstanceRow row, registry_.Find(name));
-  return config::instance_file::Unset(row.home, key);
+  KT_ASSIGN_OR_RETURN(bool removed, config::instance_file::Unset(row.home, key));
+  if (removed && changed_) {
+    changed_(name);
+  }
+  return removed;
+}
+
+absl::StatusOr<bool> Configuration::SetSecret(const std::string& name, const std::string& value) {
+  KT_ASSIGN_OR_RETURN(bool replaced, config_.secrets().Set(name, value));
+  if (changed_) {
+    changed_("");
+  }
+  return replaced;
+}
+
+absl::Status Configuration::RemoveSecret(const std::string& name) {
+  KT_RETURN_IF_ERROR(config_.secrets().Remove(name));
+  if (changed_) {
+    changed_("");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Configuration::MemoryChange> Configuration::AttachMemory(const std::string& name,

@@ -20,9 +20,16 @@ class Configuration {
  public:
   // `proxy_url`: an instance's live metering proxy URL ("" when none), shown by Get as the agent
   // received it.
+  // `changed` hears of every edit that changes what a start would deliver: the instance's name,
+  // or "" for a secret (any instance may refer to it).
   Configuration(store::Store& store, ConfigBridge& config, registry::Registry& registry,
-                std::function<std::string(const std::string& name)> proxy_url)
-      : store_(store), config_(config), registry_(registry), proxy_url_(std::move(proxy_url)) {}
+                std::function<std::string(const std::string& name)> proxy_url,
+                std::function<void(const std::string& name)> changed = nullptr)
+      : store_(store),
+        config_(config),
+        registry_(registry),
+        proxy_url_(std::move(proxy_url)),
+        changed_(std::move(changed)) {}
 
   // Validates and writes one key of the instance file. `entry` is what was stored, masked;
   // `notices` warn of what the value will not do (a secret in argv, an unused upstream URL,
@@ -46,6 +53,9 @@ class Configuration {
   absl::StatusOr<bool> Unset(const std::string& name, const std::string& key);
 
   config::SecretsStore& secrets() { return config_.secrets(); }
+  // The secrets store's Set and Remove, telling `changed`.
+  absl::StatusOr<bool> SetSecret(const std::string& name, const std::string& value);
+  absl::Status RemoveSecret(const std::string& name);
 
   // Memory backings change only while the instance is registered, stopped or failed.
   enum class MemoryKind { kFilesystem, kNative };
@@ -63,6 +73,7 @@ class Configuration {
   ConfigBridge& config_;
   registry::Registry& registry_;
   std::function<std::string(const std::string&)> proxy_url_;
+  std::function<void(const std::string&)> changed_;
 };
 
 }  // namespace ktesio::daemon::engine

@@ -255,8 +255,9 @@ class Engine {
                         [this](const store::InstanceRow& row, v1::AgentInstance* view) {
                           FillResourcesOf(row, view);
                         }}};
-  Configuration configuration_{*store_, config_, registry_,
-                               [this](const std::string& name) { return ProxyUrl(name); }};
+  Configuration configuration_{
+      *store_, config_, registry_, [this](const std::string& name) { return ProxyUrl(name); },
+      [this](const std::string& name) { supervisor_.ConfigChanged(name); }};
   Lifecycle lifecycle_{*store_, registry_, supervisor_, {[this](const std::string& name) {
                          Forget(name);
                        }}};  // after supervisor_

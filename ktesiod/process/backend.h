@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace ktesio::daemon::process {
@@ -47,6 +48,25 @@ struct ExitRecord {
   int value = 0;  // exit code, signal number, or errno
 };
 
+// The run dir's grant file (the daemon writes it) and relaunch record (the shim writes it).
+inline constexpr const char* kRespawnGrantFile = "respawn";
+inline constexpr const char* kRespawnedFile = "respawned";
+
+// Respawn in place (docs/shim.md): which exits the shim may answer by relaunching the agent
+// itself, without the daemon. Good for one relaunch.
+struct RespawnGrant {
+  int64_t crash_after_ms = -1;  // a crash of a run at least this long is covered; -1: none is
+  int64_t clean_after_ms = -1;  // likewise an exit with code 0
+  std::string usage_file;       // the relaunched run's usage copy ("" none)
+};
+
+// What the shim recorded after relaunching the agent under a grant.
+struct Respawned {
+  ExitRecord exit;        // how the previous run ended
+  int64_t run_ms = 0;     // how long it ran, by the shim's clock
+  ProcessIdentity agent;  // the relaunched agent
+};
+
 class ProcessBackend {
  public:
   virtual ~ProcessBackend() = default;
@@ -63,6 +83,36 @@ class ProcessBackend {
   // Calls `on_exit` once on the engine thread when the shim `shim` has exited (immediately if
   // it is already gone). Returns false when the process is not `shim` any more.
   virtual bool WatchExit(const ProcessIdentity& shim, std::function<void()> on_exit) = 0;
+
+  // Calls `on_respawn` on the engine thread whenever the shim `shim` (watched by WatchExit) may
+  // have recorded a relaunch in `run_dir`; TakeRespawned tells. Stops with the exit watch.
+  virtual void WatchRespawn(const ProcessIdentity& shim, const std::string& run_dir,
+                            std::function<void()> on_respawn) {
+    (void)shim;
+    (void)run_dir;
+    (void)on_respawn;
+  }
+
+  // Leaves `grant` in `run_dir` for the shim running there (replacing any earlier one).
+  virtual absl::Status GrantRespawn(const std::string& run_dir, const RespawnGrant& grant) {
+    (void)run_dir;
+    (void)grant;
+    return absl::OkStatus();
+  }
+
+  // Takes back the grant in `run_dir`. False when there was none left to take back: never given,
+  // or already taken by the shim for a relaunch.
+  virtual bool WithdrawRespawn(const std::string& run_dir) {
+    (void)run_dir;
+    return false;
+  }
+
+  // The relaunch the shim recorded in `run_dir`, consumed (read once); nullopt when there is
+  // none. The agent's start time is 0 when it is gone already (its exit then follows).
+  virtual std::optional<Respawned> TakeRespawned(const std::string& run_dir) {
+    (void)run_dir;
+    return std::nullopt;
+  }
 
   // Reads the exit record the shim left in `run_dir`, if any.
   virtual std::optional<ExitRecord> ReadExit(const std::string& run_dir) = 0;

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -28,6 +29,7 @@
 #include "boost/asio/read_until.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/streambuf.hpp"
+#include "fs/directory_watch.h"
 #include "fs/fs.h"
 #include "ktesio/contract/error.h"
 
@@ -130,6 +132,7 @@ struct ShimBackend::Watch {
   explicit Watch(asio::io_context& io) : descriptor(io) {}
   asio::posix::stream_descriptor descriptor;
   pid_t pid = 0;
+  std::unique_ptr<fs::DirectoryWatch> respawns;  // the run dir, for relaunch records
 };
 
 ShimBackend::ShimBackend(asio::io_context& io, std::function<ShimSearch()> locate)
@@ -356,6 +359,59 @@ void ShimBackend::Reap(pid_t pid) {
   // Only our own children can be reaped; an adopted shim belongs to init (ECHILD is fine).
   while (waitpid(pid, nullptr, WNOHANG) < 0 && errno == EINTR) {
   }
+}
+
+void ShimBackend::WatchRespawn(const ProcessIdentity& shim, const std::string& run_dir,
+                               std::function<void()> on_respawn) {
+  for (auto& [id, watch] : watches_) {
+    if (watch->pid == shim.pid) {
+      watch->respawns = std::make_unique<fs::DirectoryWatch>(io_, run_dir, std::move(on_respawn));
+      return;
+    }
+  }
+}
+
+absl::Status ShimBackend::GrantRespawn(const std::string& run_dir, const RespawnGrant& grant) {
+  // Atomic, not durable, like the shim's own records: a grant describes a live run only.
+  return fs::WriteFileAtomic(
+      run_dir + "/" + kRespawnGrantFile,
+      absl::StrCat("crash_after_ms ", grant.crash_after_ms, "\nclean_after_ms ",
+                   grant.clean_after_ms, "\nusage_file ", grant.usage_file, "\n"),
+      0600, fs::Durability::kAtomicOnly);
+}
+
+bool ShimBackend::WithdrawRespawn(const std::string& run_dir) {
+  // The shim takes a grant by unlinking it too: exactly one of the two unlinks succeeds.
+  return unlink((run_dir + "/" + kRespawnGrantFile).c_str()) == 0;
+}
+
+std::optional<Respawned> ShimBackend::TakeRespawned(const std::string& run_dir) {
+  const std::string path = run_dir + "/" + kRespawnedFile;
+  absl::StatusOr<std::string> text = fs::ReadFile(path);
+  if (!text.ok()) {
+    return std::nullopt;
+  }
+  unlink(path.c_str());
+  // "<exit record>\nrun_ms N\npid N\n"
+  std::vector<std::string> lines = absl::StrSplit(*text, '\n', absl::SkipEmpty());
+  Respawned respawned;
+  int pid = 0;
+  if (lines.size() != 3 || !absl::StartsWith(lines[1], "run_ms ") ||
+      !absl::StartsWith(lines[2], "pid ") ||
+      !absl::SimpleAtoi(lines[1].substr(7), &respawned.run_ms) ||
+      !absl::SimpleAtoi(lines[2].substr(4), &pid) || pid <= 1) {
+    return std::nullopt;
+  }
+  std::optional<ExitRecord> exit = ParseExitRecord(lines[0]);
+  if (!exit.has_value()) {
+    return std::nullopt;
+  }
+  respawned.exit = *exit;
+  respawned.agent.pid = pid;
+  // Gone already: its start time is unknown, so it stays 0 (any process of that pid matches);
+  // its exit arrives as the shim's own exit record.
+  respawned.agent.start_time = ProcessStartTime(pid).value_or(0);
+  return respawned;
 }
 
 std::optional<ExitRecord> ShimBackend::ReadExit(const std::string& run_dir) {

@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 
 #include "capture.h"
 #include "io.h"
+#include "respawn.h"
 #include "segments.h"
 #include "spawn.h"
 
@@ -113,6 +115,37 @@ void CloseChildEnds(Plumbing* p) {
   }
 }
 
+// The descriptors of a relaunched agent: a fresh stdin open (the FIFO itself and the shim's
+// O_RDWR hold on it stay) and fresh output pipes.
+bool SetUpRelaunch(const Options& o, Plumbing* p, std::string* error) {
+  const std::string in = o.stdin_fifo ? o.run_dir + "/" + kStdinFifo : "/dev/null";
+  p->child.in = open(in.c_str(), O_RDONLY | O_CLOEXEC);
+  if (p->child.in < 0) {
+    *error = ErrnoMessage("open " + in, errno);
+    return false;
+  }
+  return MakePipe(&p->out_read, &p->child.out, error) &&
+         MakePipe(&p->err_read, &p->child.err, error);
+}
+
+// The relaunched run's usage copy, named by the grant; opened after the fork (the agent's
+// output waits in its pipe until the capture loop runs).
+bool SwitchUsageFile(const RespawnGrant& grant, Plumbing* p, std::string* error) {
+  if (p->usage_fd >= 0) {
+    close(p->usage_fd);
+    p->usage_fd = -1;
+  }
+  if (grant.usage_file.empty()) {
+    return true;
+  }
+  p->usage_fd = open(grant.usage_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (p->usage_fd < 0) {
+    *error = ErrnoMessage("open " + grant.usage_file, errno);
+    return false;
+  }
+  return true;
+}
+
 // Writes the one handshake line. False only when nobody can read it any more (EPIPE): the
 // daemon that launched the shim died before it learned what the line says.
 bool Handshake(const Options& o, const std::string& line) {
@@ -159,7 +192,7 @@ int RunShim(const Options& o) {
   std::string error;
   // A run directory may be reused by a restart: a stale exit record or agent pid would describe
   // the previous run.
-  for (const char* stale : {kExitFile, "agent.pid"}) {
+  for (const char* stale : {kExitFile, "agent.pid", kRespawnGrantFile, kRespawnedFile}) {
     unlink((o.run_dir + "/" + stale).c_str());
   }
   if (!WriteFileAtomic(o.run_dir, "shim.pid", std::to_string(getpid()) + "\n", false, &error)) {
@@ -191,15 +224,50 @@ int RunShim(const Options& o) {
   }
 
   CaptureConfig config;
-  config.out_fd = p.out_read;
-  config.err_fd = p.err_read;
   config.signal_fd = p.signal_fd;
-  config.agent = spawn.pid;
   config.log = &log;
-  config.usage_fd = p.usage_fd;
-  int status = Capture(config).Run();
-  WriteExitRecord(o, FormatExitRecord(status));
-  return 0;
+  for (;;) {
+    config.out_fd = p.out_read;
+    config.err_fd = p.err_read;
+    config.agent = spawn.pid;
+    config.usage_fd = p.usage_fd;
+    const auto started = std::chrono::steady_clock::now();
+    const int status = Capture(config).Run();
+    const int64_t run_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - started)
+                               .count();
+    std::optional<RespawnGrant> grant = ReadRespawnGrant(o.run_dir, status, run_ms);
+    if (!grant.has_value()) {
+      WriteExitRecord(o, FormatExitRecord(status));
+      return 0;
+    }
+    // The daemon's restart, done here: when the relaunch cannot even begin, the exit is recorded
+    // as if no grant had been given, and the daemon restarts the agent its own way (and reports
+    // what fails then).
+    if (!SetUpRelaunch(o, &p, &error)) {
+      Report(error);
+      CloseChildEnds(&p);
+      WriteExitRecord(o, FormatExitRecord(status));
+      return 0;
+    }
+    spawn = SpawnAgent(o.command, o.cwd, p.child);
+    CloseChildEnds(&p);
+    if (spawn.error != 0) {
+      Report(ErrnoMessage("relaunch", spawn.error));
+      WriteExitRecord(o, FormatExitRecord(status));
+      return 0;
+    }
+    ConsumeRespawnGrant(o.run_dir);
+    if (!SwitchUsageFile(*grant, &p, &error) ||
+        !WriteFileAtomic(o.run_dir, "agent.pid", std::to_string(spawn.pid) + "\n", false, &error) ||
+        !WriteFileAtomic(o.run_dir, kRespawnedFile, FormatRespawned(status, run_ms, spawn.pid),
+                         false, &error)) {
+      // Without its usage copy or the record, the relaunched run cannot be accounted for: it
+      // does not run on, and its exit is recorded as any other.
+      Report(error);
+      kill(-spawn.pid, SIGKILL);
+    }
+  }
 }
 
 }  // namespace ktesio::daemon::shim

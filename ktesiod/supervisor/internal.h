@@ -1,8 +1,9 @@
 #pragma once
 
 // Helpers shared by the supervisor's files (supervisor.cc, supervisor_exit.cc,
-// supervisor_pause.cc, supervisor_stop.cc). Private to the supervisor.
+// supervisor_pause.cc, supervisor_respawn.cc, supervisor_stop.cc). Private to the supervisor.
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,9 @@
 #include "ktesio/v1/common.pb.h"
 
 namespace ktesio::daemon::supervisor::internal {
+
+// How long a launched agent stays `starting` before it counts as running.
+inline constexpr auto kReadinessWindow = std::chrono::milliseconds(300);
 
 // The declared level on the OS the daemon runs on (built for Linux; another OS would pick its
 // own field here).

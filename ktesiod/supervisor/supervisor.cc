@@ -27,11 +27,7 @@ using internal::BaseEnvironment;
 using internal::LevelHere;
 using internal::Supported;
 
-namespace {
-
-constexpr auto kReadinessWindow = std::chrono::milliseconds(300);
-
-}  // namespace
+using internal::kReadinessWindow;
 
 std::string CurrentBootId() {
   std::ifstream file("/proc/sys/kernel/random/boot_id");
@@ -376,6 +372,7 @@ void Supervisor::OnLaunched(const std::string& name, uint64_t generation,
                 std::string(status.message()));
   }
   backend_.WatchExit(launched->shim, [this, name, generation] { OnExit(name, generation); });
+  WatchShim(launched->shim, name, row.home, generation);
   rt->ready_timer->Arm(kReadinessWindow, [this, name, generation] { OnReady(name, generation); });
 }
 
@@ -386,6 +383,9 @@ void Supervisor::OnReady(const std::string& name, uint64_t generation) {
     return;
   }
   absl::Status status = Commit(row, State::kRunning, "adapter-ready");
+  if (status.ok()) {
+    GrantRespawn(row);
+  }
   Finish(rt->start_waiters, status, rt->start_notices);
   if (rt->pending_budget.has_value()) {
     auto [stop, cause] = *rt->pending_budget;

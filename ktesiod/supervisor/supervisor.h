@@ -117,6 +117,11 @@ class Supervisor {
   // Forgets an instance being removed (it must be terminal).
   void Forget(const std::string& name);
 
+  // The configuration `name` would be started with changed ("" = every instance's may have,
+  // e.g. a secret): a relaunch in place would start the agent with what it was given before,
+  // so the shim's grant is taken back until the daemon starts the agent itself.
+  void ConfigChanged(const std::string& name);
+
   // Where an instance's shim keeps its files.
   static std::string RunDir(const std::string& home) { return home + "/run"; }
 
@@ -167,6 +172,17 @@ class Supervisor {
   void EngineLine(const store::InstanceRow& row, const std::string& text);
   InstanceSettings SettingsFor(const store::InstanceRow& row);
   void Adopt(store::InstanceRow& row, const std::string& boot_id);
+  // Respawn in place (supervisor_respawn.cc, docs/shim.md): the grant a running run leaves its
+  // shim, taking it back, and recording a relaunch the shim made.
+  void GrantRespawn(const store::InstanceRow& row);
+  void WithdrawRespawn(const store::InstanceRow& row);
+  void WatchShim(const process::ProcessIdentity& shim, const std::string& name,
+                 const std::string& home, uint64_t generation);
+  void OnRespawned(const std::string& name, uint64_t generation);
+  // Applies the relaunch recorded in the run dir, if any; true when one was found.
+  bool TakeRespawned(store::InstanceRow& row);
+  void ApplyRespawn(store::InstanceRow& row, const process::Respawned& respawned);
+  void BeginRespawnedRun(store::InstanceRow& row, const process::Respawned& respawned);
 
   boost::asio::io_context& io_;
   store::Store& store_;

@@ -26,9 +26,15 @@ void Supervisor::OnExit(const std::string& name, uint64_t generation) {
   if (!row.ok()) {
     return;
   }
-  Runtime& rt = RuntimeFor(*row);
-  if (rt.generation != generation) {
+  if (RuntimeFor(*row).generation != generation) {
     return;
+  }
+  // A relaunch the shim recorded but the daemon has not yet: it happened first.
+  if (TakeRespawned(*row)) {
+    row = Load(name);
+    if (!row.ok()) {
+      return;
+    }
   }
   std::optional<process::ExitRecord> exit = backend_.ReadExit(RunDir(row->home));
   std::string detail = "ktesio-shim ended without recording an exit";
@@ -202,6 +208,7 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
       ApplyExit(row, std::nullopt, true, "ktesio-shim could not be watched");
       return;
     }
+    WatchShim(shim, name, row.home, generation);
     log_->info("re-adopted instance={} pid={} shim={}", row.name, agent.pid, shim.pid);
     EngineLine(row, absl::StrCat("re-adopted by a new ktesiod (agent pid ", agent.pid, ")"));
     if (state == State::kStarting) {
@@ -212,7 +219,19 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
       rt.stop_window_s = 0;
       Escalate(row.name, generation);
     }
+    // A relaunch made while the daemon was down is recorded now.
+    if (absl::StatusOr<store::InstanceRow> fresh = Load(name); fresh.ok()) {
+      TakeRespawned(*fresh);
+    }
     return;
+  }
+  // The shim is gone: a relaunch it made before (while the daemon was down) comes first.
+  if (TakeRespawned(row)) {
+    absl::StatusOr<store::InstanceRow> fresh = Load(row.name);
+    if (!fresh.ok()) {
+      return;
+    }
+    row = *std::move(fresh);
   }
   if (std::optional<process::ExitRecord> exit = backend_.ReadExit(RunDir(row.home))) {
     ApplyExit(row, exit, false, "");

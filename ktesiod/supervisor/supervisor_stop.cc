@@ -51,6 +51,8 @@ void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_s
 }
 
 void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
+  // Before any signal: the agent's exit must end the run, not be answered by a relaunch.
+  WithdrawRespawn(row);
   Runtime& rt = RuntimeFor(row);
   rt.kill_sent = false;
   rt.stop_window_s = window_seconds;
@@ -101,6 +103,7 @@ void Supervisor::Escalate(const std::string& name, uint64_t generation) {
   if (!row.has_value()) {
     return;
   }
+  WithdrawRespawn(*row);  // also when a stop begins here (adopted mid-stop)
   Runtime& rt = RuntimeFor(*row);
   rt.kill_sent = true;
   backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGKILL)

@@ -408,15 +408,28 @@ TEST_F(LifecycleTest, CrashWhileDaemonDownGetsRealExitAndRestart) {
   daemon_.Kill();
   ASSERT_EQ(kill(static_cast<pid_t>(pid), SIGKILL), 0);
   ASSERT_TRUE(WaitFor([&] { return !ProcessAlive(static_cast<pid_t>(pid)); }));
-  std::string exit_file = daemon_.state_dir() + "/agents/down/run/exit";
-  ASSERT_TRUE(WaitFor([&] { return !ReadFileOrEmpty(exit_file).empty(); }));
+  // The shim held the grant for an immediate restart, so it relaunches the agent with no daemon
+  // up (docs/shim.md, respawn in place) and records the exit for the next daemon.
+  const std::string run_dir = daemon_.state_dir() + "/agents/down/run";
+  ASSERT_TRUE(WaitFor([&] { return !ReadFileOrEmpty(run_dir + "/respawned").empty(); }));
+  const pid_t relaunched = std::stoi(ReadFileOrEmpty(run_dir + "/agent.pid"));
+  EXPECT_NE(relaunched, pid);
+  EXPECT_TRUE(ProcessAlive(relaunched));
+  EXPECT_TRUE(ReadFileOrEmpty(run_dir + "/exit").empty());
   ASSERT_TRUE(daemon_.Start());
   ASSERT_TRUE(WaitFor([&] {
     Json s = Show("down");
-    return s["state"].string == "running" && s["pid"].Int() != pid;
+    return s["state"].string == "running" && s["pid"].Int() == relaunched;
   }));
   EXPECT_NE(Logs("down").find("crashed{signal 9 (SIGKILL)}"), std::string::npos) << Logs("down");
   EXPECT_EQ(Show("down")["restart_count"].Int(), 1);
+  // A second crash inside the streak is not covered: the daemon restarts it after its backoff.
+  ASSERT_EQ(kill(relaunched, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] {
+    Json s = Show("down");
+    return s["state"].string == "running" && s["restart_count"].Int() == 2 &&
+           s["pid"].Int() != relaunched;
+  })) << Logs("down");
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "down", "--timeout", "0"}).exit_code, 0);
 }
 

@@ -26,6 +26,8 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   using Launched = daemon::process::Launched;
   using ExitRecord = daemon::process::ExitRecord;
   using ProcessIdentity = daemon::process::ProcessIdentity;
+  using RespawnGrant = daemon::process::RespawnGrant;
+  using Respawned = daemon::process::Respawned;
 
   struct Signal {
     pid_t group;
@@ -57,6 +59,44 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
       boost::asio::post(io_, std::exchange(proc.on_exit, nullptr));
     }
   }
+  // The agent `agent` ends with `record` after `run_ms`; its shim relaunches it when the grant
+  // in its run dir covers that exit (as the real shim does), else ends as Exit() does. Returns
+  // the relaunched agent's pid, or 0.
+  pid_t ExitUnderGrant(pid_t agent, ExitRecord record, int64_t run_ms) {
+    auto it = procs_.find(agent);
+    if (it == procs_.end() || !it->second.alive) {
+      return 0;
+    }
+    const std::string run_dir = it->second.spec.run_dir;
+    auto grant = grants_.find(run_dir);
+    const bool clean = record.kind == ExitRecord::Kind::kExited && record.value == 0;
+    const int64_t after = grant == grants_.end() ? -1
+                                                 : (clean ? grant->second.clean_after_ms
+                                                          : grant->second.crash_after_ms);
+    if (after < 0 || run_ms < after) {
+      Exit(agent, record);
+      return 0;
+    }
+    grants_.erase(grant);
+    Proc relaunched = std::move(it->second);
+    it->second = Proc{relaunched.spec, false, nullptr, relaunched.shim, nullptr};
+    const pid_t next = next_pid_;
+    next_pid_ += 2;
+    relaunched.alive = true;
+    respawned_[run_dir] = Respawned{record, run_ms, {next, StartTime(next)}};
+    if (relaunched.on_respawn) {
+      boost::asio::post(io_, relaunched.on_respawn);
+    }
+    procs_[next] = std::move(relaunched);
+    last_agent_ = next;
+    return next;
+  }
+  // The grant the supervisor left in `run_dir`, if any.
+  std::optional<RespawnGrant> GrantIn(const std::string& run_dir) const {
+    auto it = grants_.find(run_dir);
+    return it == grants_.end() ? std::nullopt : std::optional<RespawnGrant>(it->second);
+  }
+
   // The shim vanishes without an exit record (SIGKILLed, OOM).
   void Vanish(pid_t agent) {
     auto it = procs_.find(agent);
@@ -74,6 +114,7 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   void DropWatches() {
     for (auto& [agent, proc] : procs_) {
       proc.on_exit = nullptr;
+      proc.on_respawn = nullptr;
     }
   }
 
@@ -110,14 +151,14 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
     const pid_t agent = next_pid_;
     next_pid_ += 2;  // the shim takes agent + 1
     exits_.erase(spec.run_dir);
-    procs_[agent] = Proc{spec, true, nullptr};
+    procs_[agent] = Proc{spec, true, nullptr, agent + 1, nullptr};
     last_agent_ = agent;
     Launched launched{{agent, StartTime(agent)}, {agent + 1, StartTime(agent + 1)}};
     boost::asio::post(io_, [done = std::move(done), launched] { done(launched); });
   }
 
   bool WatchExit(const ProcessIdentity& shim, std::function<void()> on_exit) override {
-    auto it = procs_.find(shim.pid - 1);
+    auto it = ProcOfShim(shim.pid);
     if (it == procs_.end() || shim.start_time != StartTime(shim.pid)) {
       return false;
     }
@@ -127,6 +168,30 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
     }
     it->second.on_exit = std::move(on_exit);
     return true;
+  }
+
+  void WatchRespawn(const ProcessIdentity& shim, const std::string& /*run_dir*/,
+                    std::function<void()> on_respawn) override {
+    if (auto it = ProcOfShim(shim.pid); it != procs_.end()) {
+      it->second.on_respawn = std::move(on_respawn);
+    }
+  }
+
+  absl::Status GrantRespawn(const std::string& run_dir, const RespawnGrant& grant) override {
+    grants_[run_dir] = grant;
+    return absl::OkStatus();
+  }
+
+  bool WithdrawRespawn(const std::string& run_dir) override { return grants_.erase(run_dir) > 0; }
+
+  std::optional<Respawned> TakeRespawned(const std::string& run_dir) override {
+    auto it = respawned_.find(run_dir);
+    if (it == respawned_.end()) {
+      return std::nullopt;
+    }
+    Respawned taken = it->second;
+    respawned_.erase(it);
+    return taken;
   }
 
   std::optional<ExitRecord> ReadExit(const std::string& run_dir) override {
@@ -141,7 +206,7 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   std::optional<Launched> UnconfirmedLaunch(const std::string& run_dir) override {
     for (const auto& [agent, proc] : procs_) {
       if (proc.alive && proc.spec.run_dir == run_dir) {
-        return Launched{{agent, StartTime(agent)}, {agent + 1, StartTime(agent + 1)}};
+        return Launched{{agent, StartTime(agent)}, {proc.shim, StartTime(proc.shim)}};
       }
     }
     return std::nullopt;
@@ -165,8 +230,7 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   }
 
   bool IsAlive(const ProcessIdentity& identity) override {
-    const pid_t agent = identity.pid % 2 == 0 ? identity.pid - 1 : identity.pid;
-    auto it = procs_.find(agent);
+    auto it = identity.pid % 2 == 0 ? ProcOfShim(identity.pid) : procs_.find(identity.pid);
     return it != procs_.end() && it->second.alive && identity.start_time == StartTime(identity.pid);
   }
 
@@ -183,7 +247,20 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
     LaunchSpec spec;
     bool alive = true;
     std::function<void()> on_exit;
+    pid_t shim = 0;  // the launch's agent pid + 1; a relaunched agent keeps its shim
+    std::function<void()> on_respawn;
   };
+
+  // The process entry a shim pid stands for: its live agent, else its latest one.
+  std::map<pid_t, Proc>::iterator ProcOfShim(pid_t shim) {
+    auto found = procs_.end();
+    for (auto it = procs_.begin(); it != procs_.end(); ++it) {
+      if (it->second.shim == shim && (found == procs_.end() || it->second.alive)) {
+        found = it;
+      }
+    }
+    return found;
+  }
 
   static int64_t StartTime(pid_t pid) { return int64_t{pid} * 7; }
 
@@ -196,6 +273,8 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   std::string problem_;
   std::map<pid_t, Proc> procs_;  // by agent pid
   std::map<std::string, ExitRecord> exits_;
+  std::map<std::string, RespawnGrant> grants_;
+  std::map<std::string, Respawned> respawned_;
   std::vector<LaunchSpec> launches_;
   std::vector<Signal> signals_;
   std::vector<std::string> detached_;

@@ -508,6 +508,140 @@ TEST_F(SupervisorTest, AReconcileTakesOnALaunchThePreviousDaemonNeverConfirmed) 
   EXPECT_EQ(StateOf("a"), "stopped");
 }
 
+// Respawn in place: while running, the shim holds a grant for exactly the exits the policy
+// restarts at once; a relaunch under it is recorded as the supervisor's own restart would be.
+TEST_F(SupervisorTest, ARunningRunGrantsItsShimTheImmediateRestartAndARelaunchIsRecorded) {
+  Register("a");
+  const std::string run_dir = Supervisor::RunDir(Row("a").home);
+  Outcome started;
+  supervisor_->Start("a", Record(started));
+  Settle();
+  EXPECT_FALSE(backend_.GrantIn(run_dir).has_value()) << "granted while still starting";
+  Advance(kReadiness);
+  std::optional<FakeProcessBackend::RespawnGrant> grant = backend_.GrantIn(run_dir);
+  ASSERT_TRUE(grant.has_value());
+  EXPECT_EQ(grant->crash_after_ms, 0);   // streak 0: any crash restarts at once
+  EXPECT_EQ(grant->clean_after_ms, -1);  // on-failure: a clean exit is not restarted
+  const pid_t first = backend_.last_agent();
+  const pid_t shim = Row("a").shim_pid.value_or(0);
+  transitions_.clear();
+  const pid_t second = backend_.ExitUnderGrant(first, {ExitRecord::Kind::kSignaled, SIGKILL}, 5000);
+  ASSERT_GT(second, 0);
+  Settle();
+  EXPECT_EQ(backend_.launches().size(), 1U) << "the supervisor launched a shim of its own";
+  EXPECT_EQ(transitions_, (std::vector<std::string>{"a:failed", "a:starting"}));
+  EXPECT_EQ(StateOf("a"), "starting");
+  EXPECT_EQ(CauseOf("a"), "restarted{count=1,waited_ms=0}");
+  EXPECT_EQ(Row("a").pid.value_or(0), second);
+  EXPECT_EQ(Row("a").shim_pid.value_or(0), shim);
+  EXPECT_EQ(Row("a").last_exit, "signal 9 (SIGKILL)");
+  EXPECT_EQ(Row("a").restart_count, 1);
+  EXPECT_EQ(Row("a").crash_streak, 1);
+  EXPECT_EQ(Row("a").current_run, 2);
+  Advance(kReadiness);
+  EXPECT_EQ(StateOf("a"), "running");
+  // Streak 1: the next crash restarts at once only after a run that ends the streak.
+  grant = backend_.GrantIn(run_dir);
+  ASSERT_TRUE(grant.has_value());
+  EXPECT_EQ(grant->crash_after_ms, settings_.restart.reset_after_ms);
+  // Not covered: the shim ends, and the supervisor restarts with backoff as before.
+  backend_.ExitUnderGrant(second, {ExitRecord::Kind::kExited, 3}, 10);
+  Settle();
+  EXPECT_EQ(StateOf("a"), "failed");
+  EXPECT_TRUE(supervisor_->RestartPending("a"));
+  Advance(milliseconds(settings_.restart.backoff_initial_ms));
+  EXPECT_EQ(backend_.launches().size(), 2U);
+}
+
+TEST_F(SupervisorTest, TheGrantFollowsThePolicy) {
+  Register("never");
+  Register("always");
+  settings_.restart.policy = RestartPolicyKind::kNever;
+  StartRunning("never");
+  EXPECT_FALSE(backend_.GrantIn(Supervisor::RunDir(Row("never").home)).has_value());
+  settings_.restart.policy = RestartPolicyKind::kAlways;
+  StartRunning("always");
+  std::optional<FakeProcessBackend::RespawnGrant> grant =
+      backend_.GrantIn(Supervisor::RunDir(Row("always").home));
+  ASSERT_TRUE(grant.has_value());
+  EXPECT_EQ(grant->clean_after_ms, 1000);  // the respawn floor
+  EXPECT_EQ(grant->crash_after_ms, 0);
+}
+
+TEST_F(SupervisorTest, StopsAndConfigChangesTakeTheGrantBack) {
+  Register("a");
+  Register("b");
+  StartRunning("a");
+  StartRunning("b");
+  const std::string run_a = Supervisor::RunDir(Row("a").home);
+  const std::string run_b = Supervisor::RunDir(Row("b").home);
+  supervisor_->ConfigChanged("a");
+  EXPECT_FALSE(backend_.GrantIn(run_a).has_value());
+  EXPECT_TRUE(backend_.GrantIn(run_b).has_value());
+  supervisor_->ConfigChanged("");  // a secret: anyone may use it
+  EXPECT_FALSE(backend_.GrantIn(run_b).has_value());
+  // A config change means the next start is the daemon's: the crash is restarted the slow way.
+  backend_.ExitUnderGrant(Row("a").pid.value(), {ExitRecord::Kind::kSignaled, SIGKILL}, 5000);
+  Settle();
+  Advance(milliseconds(0));
+  EXPECT_EQ(backend_.launches().size(), 3U);
+  Advance(kReadiness);
+  ASSERT_TRUE(backend_.GrantIn(run_a).has_value());  // granted again for the new run
+  Outcome stopped;
+  supervisor_->Stop("a", 5, Record(stopped));
+  EXPECT_FALSE(backend_.GrantIn(run_a).has_value()) << "signalled with the grant in place";
+  Settle();
+  EXPECT_EQ(StateOf("a"), "stopped");
+}
+
+// The agent crashed on its own as a stop began, and the shim had read the grant before the
+// supervisor took it back: the relaunched agent is killed, and the stop ends as asked.
+TEST_F(SupervisorTest, ARelaunchRacingAStopIsKilled) {
+  Register("a");
+  StartRunning("a");
+  const std::string run_dir = Supervisor::RunDir(Row("a").home);
+  backend_.set_exits_on_sigterm(false);
+  Outcome stopped;
+  supervisor_->Stop("a", 30, Record(stopped));
+  Settle();
+  ASSERT_EQ(StateOf("a"), "stopping");
+  KT_ASSERT_OK(backend_.GrantRespawn(run_dir, {0, -1, ""}));  // as the shim read it
+  const pid_t relaunched =
+      backend_.ExitUnderGrant(Row("a").pid.value(), {ExitRecord::Kind::kSignaled, SIGSEGV}, 5000);
+  ASSERT_GT(relaunched, 0);
+  Settle();
+  EXPECT_GE(backend_.SignalsSent(relaunched, SIGKILL), 1);
+  EXPECT_EQ(StateOf("a"), "stopped");
+  ASSERT_TRUE(stopped.called);
+  KT_EXPECT_OK(stopped.status);
+  EXPECT_EQ(backend_.launches().size(), 1U);
+}
+
+// The shim relaunched the agent while no daemon was up: the next daemon records the restart.
+TEST_F(SupervisorTest, AReconcileRecordsARelaunchMadeWhileTheDaemonWasDown) {
+  Register("a");
+  StartRunning("a");
+  const pid_t shim = Row("a").shim_pid.value_or(0);
+  backend_.DropWatches();
+  MakeSupervisor();
+  const pid_t relaunched =
+      backend_.ExitUnderGrant(Row("a").pid.value(), {ExitRecord::Kind::kExited, 2}, 5000);
+  ASSERT_GT(relaunched, 0);
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_EQ(StateOf("a"), "starting");
+  EXPECT_EQ(CauseOf("a"), "restarted{count=1,waited_ms=0}");
+  EXPECT_EQ(Row("a").pid.value_or(0), relaunched);
+  EXPECT_EQ(Row("a").shim_pid.value_or(0), shim);
+  Advance(kReadiness);
+  EXPECT_EQ(StateOf("a"), "running");
+  EXPECT_EQ(backend_.launches().size(), 1U);
+  // Watched again, relaunch and exit alike.
+  backend_.Exit(relaunched, {ExitRecord::Kind::kExited, 0});
+  Settle();
+  EXPECT_EQ(StateOf("a"), "stopped");
+}
+
 TEST_F(SupervisorTest, CommandsThatDoNotFitTheStateAreRefusedAndChangeNothing) {
   Register("a");
   Outcome stopped;

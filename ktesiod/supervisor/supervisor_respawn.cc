@@ -1,0 +1,155 @@
+// Respawn in place (docs/shim.md): a running run's shim holds a grant for the exits the restart
+// policy would answer with an immediate restart, relaunches the agent itself when one happens,
+// and the supervisor records the restart behind it — the same transitions, events and counters
+// as a restart it makes itself.
+
+#include <signal.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "supervisor/internal.h"
+#include "supervisor/runtime.h"
+#include "supervisor/supervisor.h"
+
+namespace ktesio::daemon::supervisor {
+
+void Supervisor::GrantRespawn(const store::InstanceRow& row) {
+  absl::StatusOr<v1::AdapterSnapshot> snapshot = SnapshotOf(row);
+  // An engine-observed agent's restart goes through the daemon: its metering proxy is reopened
+  // for the new run (and may move to another port), which a relaunch in place would skip.
+  if (!snapshot.ok() || snapshot->metering_source() == v1::METERING_SOURCE_ENGINE_OBSERVED) {
+    return;
+  }
+  const RestartSettings settings = SettingsFor(row).restart;
+  process::RespawnGrant grant;
+  // DecideRestart restarts at once exactly when the streak after this exit is 1: the streak is
+  // 0 now, or the run outlasts reset_after_ms (which ends the streak).
+  if (settings.policy != RestartPolicyKind::kNever && settings.max_consecutive > 1) {
+    grant.crash_after_ms =
+        row.crash_streak == 0 ? 0 : std::max<int64_t>(settings.reset_after_ms, 0);
+  }
+  // A clean exit restarts (policy always) at once when the run outlasted the respawn floor.
+  if (settings.policy == RestartPolicyKind::kAlways) {
+    grant.clean_after_ms = kRespawnFloorMs;
+  }
+  if (grant.crash_after_ms < 0 && grant.clean_after_ms < 0) {
+    return;
+  }
+  if (snapshot->metering_source() == v1::METERING_SOURCE_SELF_REPORTED) {
+    grant.usage_file = absl::StrCat(RunDir(row.home), "/usage-", row.current_run + 1, ".log");
+  }
+  if (absl::Status status = backend_.GrantRespawn(RunDir(row.home), grant); !status.ok()) {
+    // Only slower: the next restart goes through the daemon.
+    log_->warn("respawn grant not written instance={} error={}", row.name,
+               std::string(status.message()));
+  }
+}
+
+void Supervisor::WithdrawRespawn(const store::InstanceRow& row) {
+  backend_.WithdrawRespawn(RunDir(row.home));
+}
+
+void Supervisor::ConfigChanged(const std::string& name) {
+  if (!name.empty()) {
+    if (absl::StatusOr<store::InstanceRow> row = Load(name); row.ok()) {
+      WithdrawRespawn(*row);
+    }
+    return;
+  }
+  absl::StatusOr<std::vector<store::InstanceRow>> rows = store_.ListInstances();
+  if (rows.ok()) {
+    for (const store::InstanceRow& row : *rows) {
+      if (IsLive(RowState(row))) {
+        WithdrawRespawn(row);
+      }
+    }
+  }
+}
+
+void Supervisor::WatchShim(const process::ProcessIdentity& shim, const std::string& name,
+                           const std::string& home, uint64_t generation) {
+  backend_.WatchRespawn(shim, RunDir(home),
+                        [this, name, generation] { OnRespawned(name, generation); });
+}
+
+void Supervisor::OnRespawned(const std::string& name, uint64_t generation) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok() || RuntimeFor(*row).generation != generation) {
+    return;
+  }
+  TakeRespawned(*row);
+}
+
+bool Supervisor::TakeRespawned(store::InstanceRow& row) {
+  std::optional<process::Respawned> respawned = backend_.TakeRespawned(RunDir(row.home));
+  if (!respawned.has_value()) {
+    return false;
+  }
+  ApplyRespawn(row, *respawned);
+  return true;
+}
+
+void Supervisor::ApplyRespawn(store::InstanceRow& row, const process::Respawned& respawned) {
+  Runtime& rt = RuntimeFor(row);
+  const State state = RowState(row);
+  const std::string description = process::DescribeExit(respawned.exit);
+  if (state != State::kRunning && state != State::kPaused) {
+    // The grant was taken back too late: a stop (or another command) began as the agent exited.
+    // The relaunched agent does not run on; the shim's exit then ends what began.
+    EngineLine(row, absl::StrCat("agent exited (", description, ") and was relaunched by its ",
+                                 "shim as the instance left running; the relaunch is killed"));
+    row.last_exit = description;
+    row.pid = respawned.agent.pid;
+    row.pid_start_time = respawned.agent.start_time;
+    if (absl::Status status = store_.UpdateInstance(row); !status.ok()) {
+      log_->warn("relaunch not recorded instance={} error={}", row.name,
+                 std::string(status.message()));
+    }
+    backend_.SignalGroup(respawned.agent.pid, SIGKILL).IgnoreError();  // gone: nothing to do
+    return;
+  }
+  const bool clean =
+      respawned.exit.kind == process::ExitRecord::Kind::kExited && respawned.exit.value == 0;
+  // The shim's clock measured the run the grant was judged on; it is the one that counts.
+  const RestartDecision decision =
+      DecideRestart(SettingsFor(row).restart, {clean, respawned.run_ms, row.crash_streak});
+  rt.ready_timer->Cancel();
+  rt.confirm_timer->Cancel();
+  row.crash_streak = decision.crash_streak;
+  row.last_exit = description;
+  const std::string cause = clean ? "exited" : absl::StrCat("crashed{", description, "}");
+  RecordEnd(row, clean ? State::kStopped : State::kFailed, cause, clock_.NowUnixMs(), nullptr,
+            [this, respawned](store::InstanceRow& committed) {
+              BeginRespawnedRun(committed, respawned);
+            });
+}
+
+void Supervisor::BeginRespawnedRun(store::InstanceRow& row, const process::Respawned& respawned) {
+  Runtime& rt = RuntimeFor(row);
+  row.restart_count += 1;
+  row.current_run += 1;
+  row.pid = respawned.agent.pid;
+  row.pid_start_time = respawned.agent.start_time;
+  row.started_at_ms = clock_.NowUnixMs();
+  rt.restart_pending = false;
+  rt.restart_delay_ms = 0;
+  rt.automatic_start = true;
+  rt.pending_budget.reset();
+  rt.start_notices.clear();
+  const std::string cause = absl::StrCat("restarted{count=", row.restart_count, ",waited_ms=0}");
+  if (absl::Status status =
+          Commit(row, State::kStarting, cause, {RunChange::Kind::kBegin, clock_.NowUnixMs()});
+      !status.ok()) {
+    // The agent runs; the store refuses. Stop it rather than leave a run nobody recorded.
+    backend_.SignalGroup(respawned.agent.pid, SIGKILL).IgnoreError();
+    return;
+  }
+  EngineLine(row, absl::StrCat("relaunched by its shim (agent pid ", respawned.agent.pid, ")"));
+  const uint64_t generation = rt.generation;
+  const std::string name = row.name;
+  rt.ready_timer->Arm(internal::kReadinessWindow,
+                      [this, name, generation] { OnReady(name, generation); });
+}
+
+}  // namespace ktesio::daemon::supervisor
