@@ -2,6 +2,9 @@
 // recognized, malformed lines are diagnostics, and a daemon SIGKILLed mid-burst loses nothing
 // and counts nothing twice.
 
+#include <signal.h>
+
+#include <cstdlib>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -94,6 +97,56 @@ TEST_F(UsageTest, ExactlyOnceAcrossADaemonKilledMidBurst) {
   EXPECT_EQ(usage["cumulative_output_tokens"].Int(), 200000);
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "burst", "--timeout", "0"}).exit_code, 0);
   EXPECT_EQ(Usage("burst")["cumulative_input_tokens"].Int(), 100000);
+}
+
+// A crash the shim relaunches in place (docs/shim.md) is a new run: its usage lines go to the new
+// run's copy, counted once, whether the daemon is up or was down during the relaunch.
+TEST_F(UsageTest, ARunRelaunchedByItsShimIsMeteredAsANewRunExactlyOnce) {
+  Register("r", "--usage-lines 50 --usage-input 10 --usage-output 20 --heartbeat-ms 60000");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "r"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return Usage("r")["cumulative_input_tokens"].Int() == 500; }));
+  const std::string run_dir = daemon_.state_dir() + "/agents/r/run";
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(run_dir + "/respawn"); }));
+  const std::string shim = ReadFileOrEmpty(run_dir + "/shim.pid");
+  auto agent_pid = [&] { return std::atoi(ReadFileOrEmpty(run_dir + "/agent.pid").c_str()); };
+  const pid_t first = agent_pid();
+  ASSERT_GT(first, 1);
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] {
+    Json usage = Usage("r");
+    return usage["cumulative_input_tokens"].Int() == 1000 &&
+           usage["current_run_input_tokens"].Int() == 500 && State("r") == "running";
+  })) << daemon_.Ctl({"agent", "usage", "r", "--json"}).out;
+  EXPECT_EQ(ReadFileOrEmpty(run_dir + "/shim.pid"), shim) << "restarted through a new shim";
+  EXPECT_NE(agent_pid(), first);
+
+  // The daemon is down when the next crash comes (a fresh streak, so it is covered again once
+  // the relaunched run outlives reset_after_ms: shortened here to keep the test brief).
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "r", "restart.reset_after_ms", "1"}).exit_code,
+            0);
+  // The edit took the grant back; this crash is restarted by the daemon, which grants anew.
+  const pid_t second = agent_pid();
+  ASSERT_EQ(kill(second, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] {
+    return Usage("r")["cumulative_input_tokens"].Int() == 1500 && State("r") == "running" &&
+           std::filesystem::exists(run_dir + "/respawn");
+  }));
+  EXPECT_NE(ReadFileOrEmpty(run_dir + "/shim.pid"), shim) << "the config edit was ignored";
+  daemon_.Kill();
+  const pid_t third = agent_pid();
+  ASSERT_EQ(kill(third, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(run_dir + "/respawned"); }));
+  ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
+  ASSERT_TRUE(WaitFor([&] {
+    Json usage = Usage("r");
+    return usage["cumulative_input_tokens"].Int() == 2000 &&
+           usage["current_run_input_tokens"].Int() == 500 && State("r") == "running";
+  })) << daemon_.Ctl({"agent", "usage", "r", "--json"}).out;
+  std::optional<Json> shown = ParseJson(daemon_.Ctl({"agent", "show", "r", "--json"}).out);
+  ASSERT_TRUE(shown.has_value());
+  EXPECT_EQ((*shown)["instance"]["restart_count"].Int(), 3);
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "r", "--timeout", "0"}).exit_code, 0);
+  EXPECT_EQ(Usage("r")["cumulative_output_tokens"].Int(), 4000);
 }
 
 TEST_F(UsageTest, UsageOfUnknownInstanceIsNotFound) {
