@@ -178,7 +178,7 @@ class Supervisor {
   void WithdrawRespawn(const store::InstanceRow& row);
   void WatchShim(const process::ProcessIdentity& shim, const std::string& name,
                  const std::string& home, uint64_t generation);
-  void OnRespawned(const std::string& name, uint64_t generation);
+  void OnRespawned(const std::string& name, const std::string& home, uint64_t generation);
   // Applies the relaunch recorded in the run dir, if any; true when one was found.
   bool TakeRespawned(store::InstanceRow& row);
   void ApplyRespawn(store::InstanceRow& row, const process::Respawned& respawned);

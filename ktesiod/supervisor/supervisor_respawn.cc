@@ -70,15 +70,24 @@ void Supervisor::ConfigChanged(const std::string& name) {
 void Supervisor::WatchShim(const process::ProcessIdentity& shim, const std::string& name,
                            const std::string& home, uint64_t generation) {
   backend_.WatchRespawn(shim, RunDir(home),
-                        [this, name, generation] { OnRespawned(name, generation); });
+                        [this, name, home, generation] { OnRespawned(name, home, generation); });
 }
 
-void Supervisor::OnRespawned(const std::string& name, uint64_t generation) {
-  absl::StatusOr<store::InstanceRow> row = Load(name);
-  if (!row.ok() || RuntimeFor(*row).generation != generation) {
+void Supervisor::OnRespawned(const std::string& name, const std::string& home,
+                             uint64_t generation) {
+  // The run dir changes at every usage batch too: look for the record before touching the store.
+  std::optional<process::Respawned> respawned = backend_.TakeRespawned(RunDir(home));
+  if (!respawned.has_value()) {
     return;
   }
-  TakeRespawned(*row);
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok() || RuntimeFor(*row).generation != generation) {
+    // Not expected: the watch ends with the shim it belongs to.
+    log_->warn("relaunch record of a superseded run ignored instance={} pid={}", name,
+               respawned->agent.pid);
+    return;
+  }
+  ApplyRespawn(*row, *respawned);
 }
 
 bool Supervisor::TakeRespawned(store::InstanceRow& row) {
