@@ -173,16 +173,21 @@ void ResponseMeter::Feed(std::string_view data, std::string& forward) {
     }
     const size_t eol = FindLineEnd(data, at);
     const size_t end = eol == std::string_view::npos ? data.size() : eol;
-    body_.append(data.substr(at, end - at));
     if (holding) {
       event_raw_.append(data.substr(at, end - at + (eol == std::string_view::npos ? 0 : 1)));
     }
     if (eol == std::string_view::npos) {
+      body_.append(data.substr(at, end - at));  // a partial line, completed by the next chunk
       break;
     }
     pending_cr_ = data[eol] == '\r';
-    OnLine(body_);
-    body_.clear();
+    if (body_.empty()) {
+      OnLine(data.substr(at, end - at));  // the whole line is in this chunk: no copy
+    } else {
+      body_.append(data.substr(at, end - at));
+      OnLine(body_);
+      body_.clear();
+    }
     at = eol + 1;
   }
   if (!holding) {
@@ -244,9 +249,21 @@ namespace {
 // Whether an event's data can carry usage: some `"usage"` key whose value is an object. Most
 // stream events (every content delta, `"usage":null` chunks) fail this cheap test and are never
 // parsed.
+// The next `"usage"` in `data` from `from`, or npos. memmem rather than string_view::find, which
+// stops at every '"' (a content delta is mostly quotes and short strings).
+size_t FindUsageKey(std::string_view data, size_t from) {
+  constexpr std::string_view kKey = "\"usage\"";
+  if (from >= data.size()) {
+    return std::string_view::npos;
+  }
+  const void* hit = memmem(data.data() + from, data.size() - from, kKey.data(), kKey.size());
+  return hit == nullptr ? std::string_view::npos
+                        : static_cast<size_t>(static_cast<const char*>(hit) - data.data());
+}
+
 bool MayCarryUsage(std::string_view data) {
-  for (size_t at = data.find("\"usage\""); at != std::string_view::npos;
-       at = data.find("\"usage\"", at + 1)) {
+  for (size_t at = FindUsageKey(data, 0); at != std::string_view::npos;
+       at = FindUsageKey(data, at + 1)) {
     size_t i = at + 7;
     while (i < data.size() && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n')) ++i;
     if (i >= data.size() || data[i] != ':') continue;
