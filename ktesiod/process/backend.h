@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shim/respawn_format.h"
 
 namespace ktesio::daemon::process {
 
@@ -48,17 +49,10 @@ struct ExitRecord {
   int value = 0;  // exit code, signal number, or errno
 };
 
-// The run dir's grant file (the daemon writes it) and relaunch record (the shim writes it).
-inline constexpr const char* kRespawnGrantFile = "respawn";
-inline constexpr const char* kRespawnedFile = "respawned";
-
-// Respawn in place (docs/shim.md): which exits the shim may answer by relaunching the agent
-// itself, without the daemon. Good for one relaunch.
-struct RespawnGrant {
-  int64_t crash_after_ms = -1;  // a crash of a run at least this long is covered; -1: none is
-  int64_t clean_after_ms = -1;  // likewise an exit with code 0
-  std::string usage_file;       // the relaunched run's usage copy ("" none)
-};
+// Respawn in place (docs/shim.md): the grant and its files are the shim's format.
+using shim::kRespawnedFile;
+using shim::kRespawnGrantFile;
+using shim::RespawnGrant;
 
 // What the shim recorded after relaunching the agent under a grant.
 struct Respawned {

@@ -373,11 +373,8 @@ void ShimBackend::WatchRespawn(const ProcessIdentity& shim, const std::string& r
 
 absl::Status ShimBackend::GrantRespawn(const std::string& run_dir, const RespawnGrant& grant) {
   // Atomic, not durable, like the shim's own records: a grant describes a live run only.
-  return fs::WriteFileAtomic(
-      run_dir + "/" + kRespawnGrantFile,
-      absl::StrCat("crash_after_ms ", grant.crash_after_ms, "\nclean_after_ms ",
-                   grant.clean_after_ms, "\nusage_file ", grant.usage_file, "\n"),
-      0600, fs::Durability::kAtomicOnly);
+  return fs::WriteFileAtomic(run_dir + "/" + kRespawnGrantFile, shim::FormatRespawnGrant(grant),
+                             0600, fs::Durability::kAtomicOnly);
 }
 
 bool ShimBackend::WithdrawRespawn(const std::string& run_dir) {

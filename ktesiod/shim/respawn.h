@@ -13,16 +13,9 @@
 #include <string>
 #include <string_view>
 
+#include "respawn_format.h"
+
 namespace ktesio::daemon::shim {
-
-inline constexpr const char* kRespawnGrantFile = "respawn";
-inline constexpr const char* kRespawnedFile = "respawned";
-
-struct RespawnGrant {
-  int64_t crash_after_ms = -1;  // a crash of a run at least this long is covered; -1: none is
-  int64_t clean_after_ms = -1;  // likewise an exit with code 0
-  std::string usage_file;       // the relaunched run's usage copy ("" none)
-};
 
 // Parses a grant ("crash_after_ms N\nclean_after_ms N\nusage_file PATH\n"); nullopt when any
 // line is missing or malformed (the shim then leaves the restart to the daemon).
