@@ -56,9 +56,10 @@ using shim::RespawnGrant;
 
 // What the shim recorded after relaunching the agent under a grant.
 struct Respawned {
-  ExitRecord exit;        // how the previous run ended
-  int64_t run_ms = 0;     // how long it ran, by the shim's clock
-  ProcessIdentity agent;  // the relaunched agent
+  ExitRecord exit;            // how the previous run ended
+  int64_t run_ms = 0;         // how long it ran, by the shim's clock
+  ProcessIdentity agent;      // the relaunched agent (start time 0: unknown)
+  int64_t started_at_ms = 0;  // when the shim relaunched it, Unix ms (0: unknown)
 };
 
 class ProcessBackend {
@@ -79,12 +80,14 @@ class ProcessBackend {
   virtual bool WatchExit(const ProcessIdentity& shim, std::function<void()> on_exit) = 0;
 
   // Calls `on_respawn` on the engine thread whenever the shim `shim` (watched by WatchExit) may
-  // have recorded a relaunch in `run_dir`; TakeRespawned tells. Stops with the exit watch.
-  virtual void WatchRespawn(const ProcessIdentity& shim, const std::string& run_dir,
+  // have recorded a relaunch in `run_dir`; TakeRespawned tells. Stops with the exit watch. False
+  // when the run dir cannot be watched: no grant may be given then.
+  virtual bool WatchRespawn(const ProcessIdentity& shim, const std::string& run_dir,
                             std::function<void()> on_respawn) {
     (void)shim;
     (void)run_dir;
     (void)on_respawn;
+    return false;
   }
 
   // Leaves `grant` in `run_dir` for the shim running there (replacing any earlier one).

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -361,14 +362,15 @@ void ShimBackend::Reap(pid_t pid) {
   }
 }
 
-void ShimBackend::WatchRespawn(const ProcessIdentity& shim, const std::string& run_dir,
+bool ShimBackend::WatchRespawn(const ProcessIdentity& shim, const std::string& run_dir,
                                std::function<void()> on_respawn) {
   for (auto& [id, watch] : watches_) {
     if (watch->pid == shim.pid) {
       watch->respawns = std::make_unique<fs::DirectoryWatch>(io_, run_dir, std::move(on_respawn));
-      return;
+      return watch->respawns->ok();
     }
   }
+  return false;
 }
 
 absl::Status ShimBackend::GrantRespawn(const std::string& run_dir, const RespawnGrant& grant) {
@@ -389,25 +391,23 @@ std::optional<Respawned> ShimBackend::TakeRespawned(const std::string& run_dir) 
     return std::nullopt;
   }
   unlink(path.c_str());
-  // "<exit record>\nrun_ms N\npid N\n"
+  // "<exit record>\nrun_ms N\npid N\nstart_time N\nstarted_at_ms N\n"
   std::vector<std::string> lines = absl::StrSplit(*text, '\n', absl::SkipEmpty());
+  auto number = [&](size_t index, const std::string& key, int64_t* out) {
+    return lines.size() > index && absl::StartsWith(lines[index], key + " ") &&
+           absl::SimpleAtoi(absl::string_view(lines[index]).substr(key.size() + 1), out);
+  };
   Respawned respawned;
-  int pid = 0;
-  if (lines.size() != 3 || !absl::StartsWith(lines[1], "run_ms ") ||
-      !absl::StartsWith(lines[2], "pid ") ||
-      !absl::SimpleAtoi(lines[1].substr(7), &respawned.run_ms) ||
-      !absl::SimpleAtoi(lines[2].substr(4), &pid) || pid <= 1) {
-    return std::nullopt;
-  }
-  std::optional<ExitRecord> exit = ParseExitRecord(lines[0]);
-  if (!exit.has_value()) {
+  int64_t pid = 0;
+  std::optional<ExitRecord> exit = lines.size() == 5 ? ParseExitRecord(lines[0]) : std::nullopt;
+  if (!exit.has_value() || !number(1, "run_ms", &respawned.run_ms) || !number(2, "pid", &pid) ||
+      !number(3, "start_time", &respawned.agent.start_time) ||
+      !number(4, "started_at_ms", &respawned.started_at_ms) || pid <= 1 ||
+      pid > std::numeric_limits<pid_t>::max()) {
     return std::nullopt;
   }
   respawned.exit = *exit;
-  respawned.agent.pid = pid;
-  // Gone already: its start time is unknown, so it stays 0 (any process of that pid matches);
-  // its exit arrives as the shim's own exit record.
-  respawned.agent.start_time = ProcessStartTime(pid).value_or(0);
+  respawned.agent.pid = static_cast<pid_t>(pid);
   return respawned;
 }
 

@@ -41,7 +41,7 @@ class ShimBackend final : public ProcessBackend {
 
   void Launch(const LaunchSpec& spec, std::function<void(absl::StatusOr<Launched>)> done) override;
   bool WatchExit(const ProcessIdentity& shim, std::function<void()> on_exit) override;
-  void WatchRespawn(const ProcessIdentity& shim, const std::string& run_dir,
+  bool WatchRespawn(const ProcessIdentity& shim, const std::string& run_dir,
                     std::function<void()> on_respawn) override;
   absl::Status GrantRespawn(const std::string& run_dir, const RespawnGrant& grant) override;
   bool WithdrawRespawn(const std::string& run_dir) override;

@@ -101,9 +101,30 @@ void ConsumeRespawnGrant(const std::string& run_dir) {
   unlink((run_dir + "/" + kRespawnGrantFile).c_str());  // ENOENT: withdrawn meanwhile, fine
 }
 
-std::string FormatRespawned(int wait_status, int64_t run_ms, pid_t agent) {
+int64_t ProcStartTime(pid_t pid) {
+  std::optional<std::string> text = ReadSmallFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!text.has_value()) {
+    return 0;
+  }
+  // Field 22; the fields after the command name's closing parenthesis start at field 3.
+  size_t at = text->rfind(')');
+  for (int field = 2; at != std::string::npos && field < 22; ++field) {
+    at = text->find(' ', at + 1);
+  }
+  if (at == std::string::npos) {
+    return 0;
+  }
+  int64_t value = 0;
+  const char* begin = text->data() + at + 1;
+  auto [end, ec] = std::from_chars(begin, text->data() + text->size(), value);
+  return ec == std::errc() && end != begin ? value : 0;
+}
+
+std::string FormatRespawned(int wait_status, int64_t run_ms, pid_t agent, int64_t start_time,
+                            int64_t started_at_ms) {
   return FormatExitRecord(wait_status) + "run_ms " + std::to_string(run_ms) + "\npid " +
-         std::to_string(agent) + "\n";
+         std::to_string(agent) + "\nstart_time " + std::to_string(start_time) + "\nstarted_at_ms " +
+         std::to_string(started_at_ms) + "\n";
 }
 
 }  // namespace ktesio::daemon::shim

@@ -35,7 +35,13 @@ std::optional<RespawnGrant> ReadRespawnGrant(const std::string& run_dir, int wai
 // Removes the grant after a relaunch, so that it serves one relaunch only.
 void ConsumeRespawnGrant(const std::string& run_dir);
 
-// The record of a relaunch: the previous run's exit record, then "run_ms N" and "pid N" lines.
-std::string FormatRespawned(int wait_status, int64_t run_ms, pid_t agent);
+// The kernel's start time of `pid` (/proc/<pid>/stat field 22, clock ticks since boot); 0 when
+// unreadable. Read while the agent is the shim's unreaped child, so the pid is still its own.
+int64_t ProcStartTime(pid_t pid);
+
+// The record of a relaunch: the previous run's exit record, then "run_ms N", "pid N",
+// "start_time N" (ProcStartTime) and "started_at_ms N" (the relaunch, Unix ms) lines.
+std::string FormatRespawned(int wait_status, int64_t run_ms, pid_t agent, int64_t start_time,
+                            int64_t started_at_ms);
 
 }  // namespace ktesio::daemon::shim

@@ -250,6 +250,9 @@ int RunShim(const Options& o) {
       WriteExitRecord(o, FormatExitRecord(status));
       return 0;
     }
+    const int64_t started_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count();
     spawn = SpawnAgent(o.command, o.cwd, p.child);
     CloseChildEnds(&p);
     if (spawn.error != 0) {
@@ -260,8 +263,10 @@ int RunShim(const Options& o) {
     ConsumeRespawnGrant(o.run_dir);
     if (!SwitchUsageFile(*grant, &p, &error) ||
         !WriteFileAtomic(o.run_dir, "agent.pid", std::to_string(spawn.pid) + "\n", false, &error) ||
-        !WriteFileAtomic(o.run_dir, kRespawnedFile, FormatRespawned(status, run_ms, spawn.pid),
-                         false, &error)) {
+        !WriteFileAtomic(
+            o.run_dir, kRespawnedFile,
+            FormatRespawned(status, run_ms, spawn.pid, ProcStartTime(spawn.pid), started_at_ms),
+            false, &error)) {
       // Without its usage copy or the record, the relaunched run cannot be accounted for: it
       // does not run on, and its exit is recorded as any other.
       Report(error);

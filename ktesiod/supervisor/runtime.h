@@ -41,6 +41,11 @@ struct Supervisor::Runtime {
   std::unique_ptr<time::Timer> record_timer;
   bool end_unrecorded = false;
   int record_attempts = 0;
+  // Respawn in place: the run dir of the current shim is watched for relaunch records (without
+  // it no grant is given), and a config or secret edit since the daemon last launched the agent
+  // (a relaunch would start it with the old configuration: no grant until the next launch).
+  bool respawn_watched = false;
+  bool config_changed = false;
   // A budget breach seen while still starting: acted on as soon as the instance is running.
   std::optional<std::pair<bool, std::string>> pending_budget;  // (stop, cause)
 };

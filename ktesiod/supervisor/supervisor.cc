@@ -311,7 +311,11 @@ void Supervisor::Launch(store::InstanceRow row, bool automatic) {
   spec.log_keep = settings.log_keep;
   if (snapshot.metering_source() == v1::METERING_SOURCE_SELF_REPORTED) {
     spec.usage_file = absl::StrCat(spec.run_dir, "/usage-", row.current_run, ".log");
+    // A relaunch in place that was never recorded (killed as a stop began, lost to a reboot)
+    // may have left lines under this run's number: they are not this run's.
+    ::unlink(spec.usage_file.c_str());
   }
+  rt.config_changed = false;  // this launch delivers the configuration as it is now
   const uint64_t generation = ++rt.generation;
   const std::string name = row.name;
   backend_.Launch(spec, [this, name, generation](absl::StatusOr<process::Launched> launched) {

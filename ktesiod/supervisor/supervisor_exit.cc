@@ -178,6 +178,14 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
                                  row.pid_start_time.value_or(0)};
   Runtime& rt = RuntimeFor(row);
   if (!row.boot_id.empty() && row.boot_id != boot_id) {
+    // A relaunch recorded before the reboot still ended a run and began one (with its usage).
+    if (TakeRespawned(row)) {
+      absl::StatusOr<store::InstanceRow> fresh = Load(row.name);
+      if (!fresh.ok()) {
+        return;
+      }
+      row = *std::move(fresh);
+    }
     ApplyExit(row, std::nullopt, true, "the host rebooted since the agent was started");
     return;
   }
@@ -211,17 +219,19 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
     WatchShim(shim, name, row.home, generation);
     log_->info("re-adopted instance={} pid={} shim={}", row.name, agent.pid, shim.pid);
     EngineLine(row, absl::StrCat("re-adopted by a new ktesiod (agent pid ", agent.pid, ")"));
+    // A relaunch made while the daemon was down is recorded before anything acts on the pid.
+    if (TakeRespawned(row)) {
+      return;  // recorded as a restart (or, mid-stop, killed: its exit ends the stop)
+    }
     if (state == State::kStarting) {
       // Ignored: the row stays `starting`, and the next reconciliation re-adopts it the same way.
-      Commit(row, State::kRunning, "adapter-ready").IgnoreError();
+      if (Commit(row, State::kRunning, "adapter-ready").ok()) {
+        GrantRespawn(row);
+      }
     } else if (state == State::kStopping) {
       // Whoever asked for the stop is gone with the old daemon; finish it without delay.
       rt.stop_window_s = 0;
       Escalate(row.name, generation);
-    }
-    // A relaunch made while the daemon was down is recorded now.
-    if (absl::StatusOr<store::InstanceRow> fresh = Load(name); fresh.ok()) {
-      TakeRespawned(*fresh);
     }
     return;
   }

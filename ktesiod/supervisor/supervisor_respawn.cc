@@ -15,6 +15,10 @@
 namespace ktesio::daemon::supervisor {
 
 void Supervisor::GrantRespawn(const store::InstanceRow& row) {
+  const Runtime& rt = RuntimeFor(row);
+  if (!rt.respawn_watched || rt.config_changed) {
+    return;
+  }
   absl::StatusOr<v1::AdapterSnapshot> snapshot = SnapshotOf(row);
   // An engine-observed agent's restart goes through the daemon: its metering proxy is reopened
   // for the new run (and may move to another port), which a relaunch in place would skip.
@@ -51,9 +55,13 @@ void Supervisor::WithdrawRespawn(const store::InstanceRow& row) {
 }
 
 void Supervisor::ConfigChanged(const std::string& name) {
+  auto changed = [this](const store::InstanceRow& row) {
+    RuntimeFor(row).config_changed = true;  // also while starting: no grant at running
+    WithdrawRespawn(row);
+  };
   if (!name.empty()) {
     if (absl::StatusOr<store::InstanceRow> row = Load(name); row.ok()) {
-      WithdrawRespawn(*row);
+      changed(*row);
     }
     return;
   }
@@ -61,7 +69,7 @@ void Supervisor::ConfigChanged(const std::string& name) {
   if (rows.ok()) {
     for (const store::InstanceRow& row : *rows) {
       if (IsLive(RowState(row))) {
-        WithdrawRespawn(row);
+        changed(row);
       }
     }
   }
@@ -69,8 +77,11 @@ void Supervisor::ConfigChanged(const std::string& name) {
 
 void Supervisor::WatchShim(const process::ProcessIdentity& shim, const std::string& name,
                            const std::string& home, uint64_t generation) {
-  backend_.WatchRespawn(shim, RunDir(home),
-                        [this, name, home, generation] { OnRespawned(name, home, generation); });
+  const bool watched = backend_.WatchRespawn(
+      shim, RunDir(home), [this, name, home, generation] { OnRespawned(name, home, generation); });
+  if (absl::StatusOr<store::InstanceRow> row = Load(name); row.ok()) {
+    RuntimeFor(*row).respawn_watched = watched;
+  }
 }
 
 void Supervisor::OnRespawned(const std::string& name, const std::string& home,
@@ -140,7 +151,8 @@ void Supervisor::BeginRespawnedRun(store::InstanceRow& row, const process::Respa
   row.current_run += 1;
   row.pid = respawned.agent.pid;
   row.pid_start_time = respawned.agent.start_time;
-  row.started_at_ms = clock_.NowUnixMs();
+  const int64_t now = clock_.NowUnixMs();
+  row.started_at_ms = respawned.started_at_ms > 0 ? std::min(respawned.started_at_ms, now) : now;
   rt.restart_pending = false;
   rt.restart_delay_ms = 0;
   rt.automatic_start = true;
@@ -157,7 +169,13 @@ void Supervisor::BeginRespawnedRun(store::InstanceRow& row, const process::Respa
   EngineLine(row, absl::StrCat("relaunched by its shim (agent pid ", respawned.agent.pid, ")"));
   const uint64_t generation = rt.generation;
   const std::string name = row.name;
-  rt.ready_timer->Arm(internal::kReadinessWindow,
+  const auto waited = std::chrono::milliseconds(now - *row.started_at_ms);
+  if (waited >= internal::kReadinessWindow) {
+    // Recorded late (the daemon was down): the relaunched run is past its readiness window.
+    OnReady(name, generation);
+    return;
+  }
+  rt.ready_timer->Arm(internal::kReadinessWindow - waited,
                       [this, name, generation] { OnReady(name, generation); });
 }
 

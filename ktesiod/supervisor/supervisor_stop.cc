@@ -51,8 +51,11 @@ void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_s
 }
 
 void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
-  // Before any signal: the agent's exit must end the run, not be answered by a relaunch.
+  // Before any signal: the agent's exit must end the run, not be answered by a relaunch; and a
+  // relaunch already made (its record not yet seen) is dealt with, so no signal goes to a stale
+  // pid.
   WithdrawRespawn(row);
+  TakeRespawned(row);
   Runtime& rt = RuntimeFor(row);
   rt.kill_sent = false;
   rt.stop_window_s = window_seconds;

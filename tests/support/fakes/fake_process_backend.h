@@ -45,6 +45,10 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   void set_exits_on_sigterm(bool value) { exits_on_sigterm_ = value; }
   void set_exits_on_sigkill(bool value) { exits_on_sigkill_ = value; }
   void set_problem(std::string problem) { problem_ = std::move(problem); }
+  // Whether run dirs can be watched for relaunch records (inotify out of watches otherwise).
+  void set_run_dirs_watchable(bool value) { run_dirs_watchable_ = value; }
+  // The wall clock the fake shim stamps relaunches with (Unix ms).
+  void set_now_ms(int64_t now_ms) { now_ms_ = now_ms; }
 
   // The agent `agent` ends with `record`: the shim writes it down and exits.
   void Exit(pid_t agent, ExitRecord record) {
@@ -83,7 +87,7 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
     const pid_t next = next_pid_;
     next_pid_ += 2;
     relaunched.alive = true;
-    respawned_[run_dir] = Respawned{record, run_ms, {next, StartTime(next)}};
+    respawned_[run_dir] = Respawned{record, run_ms, {next, StartTime(next)}, now_ms_};
     if (relaunched.on_respawn) {
       boost::asio::post(io_, relaunched.on_respawn);
     }
@@ -151,6 +155,8 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
     const pid_t agent = next_pid_;
     next_pid_ += 2;  // the shim takes agent + 1
     exits_.erase(spec.run_dir);
+    grants_.erase(spec.run_dir);  // the new shim removes stale grants and records
+    respawned_.erase(spec.run_dir);
     procs_[agent] = Proc{spec, true, nullptr, agent + 1, nullptr};
     last_agent_ = agent;
     Launched launched{{agent, StartTime(agent)}, {agent + 1, StartTime(agent + 1)}};
@@ -170,11 +176,14 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
     return true;
   }
 
-  void WatchRespawn(const ProcessIdentity& shim, const std::string& /*run_dir*/,
+  bool WatchRespawn(const ProcessIdentity& shim, const std::string& /*run_dir*/,
                     std::function<void()> on_respawn) override {
-    if (auto it = ProcOfShim(shim.pid); it != procs_.end()) {
-      it->second.on_respawn = std::move(on_respawn);
+    auto it = ProcOfShim(shim.pid);
+    if (it == procs_.end() || !run_dirs_watchable_) {
+      return false;
     }
+    it->second.on_respawn = std::move(on_respawn);
+    return true;
   }
 
   absl::Status GrantRespawn(const std::string& run_dir, const RespawnGrant& grant) override {
@@ -269,6 +278,8 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   pid_t last_agent_ = 0;
   absl::Status next_launch_error_;
   bool exits_on_sigterm_ = true;
+  bool run_dirs_watchable_ = true;
+  int64_t now_ms_ = 0;
   bool exits_on_sigkill_ = true;
   std::string problem_;
   std::map<pid_t, Proc> procs_;  // by agent pid

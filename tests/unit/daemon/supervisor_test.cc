@@ -642,6 +642,54 @@ TEST_F(SupervisorTest, AReconcileRecordsARelaunchMadeWhileTheDaemonWasDown) {
   EXPECT_EQ(StateOf("a"), "stopped");
 }
 
+// The relaunched run also ended while the daemon was down: it was a run like any other (its
+// start is the shim's stamp), not a launch that failed inside its readiness window.
+TEST_F(SupervisorTest, ARelaunchedRunThatEndedWhileTheDaemonWasDownIsAnOrdinaryRun) {
+  Register("a");
+  StartRunning("a");
+  backend_.DropWatches();
+  MakeSupervisor();
+  backend_.set_now_ms(clock_.NowUnixMs());
+  const pid_t relaunched =
+      backend_.ExitUnderGrant(Row("a").pid.value(), {ExitRecord::Kind::kSignaled, SIGKILL}, 5000);
+  ASSERT_GT(relaunched, 0);
+  clock_.Advance(milliseconds(10000));
+  backend_.Exit(relaunched, {ExitRecord::Kind::kExited, 0});
+  transitions_.clear();
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_EQ(transitions_,
+            (std::vector<std::string>{"a:failed", "a:starting", "a:running", "a:stopped"}));
+  EXPECT_EQ(StateOf("a"), "stopped");
+  EXPECT_EQ(CauseOf("a"), "exited");
+  EXPECT_EQ(Row("a").restart_count, 1);
+}
+
+TEST_F(SupervisorTest, NoGrantWithoutAWatchOrAfterAConfigEditUntilTheNextLaunch) {
+  Register("unwatched");
+  backend_.set_run_dirs_watchable(false);
+  StartRunning("unwatched");
+  EXPECT_FALSE(backend_.GrantIn(Supervisor::RunDir(Row("unwatched").home)).has_value());
+  backend_.set_run_dirs_watchable(true);
+
+  Register("edited");
+  const std::string run_dir = Supervisor::RunDir(Row("edited").home);
+  Outcome started;
+  supervisor_->Start("edited", Record(started));
+  Settle();
+  supervisor_->ConfigChanged("edited");  // while starting: there is no grant yet to take back
+  Advance(kReadiness);
+  ASSERT_EQ(StateOf("edited"), "running");
+  EXPECT_FALSE(backend_.GrantIn(run_dir).has_value()) << "granted with a stale configuration";
+  // The crash goes through the supervisor, whose launch delivers the edit; then the grant is back.
+  backend_.ExitUnderGrant(Row("edited").pid.value(), {ExitRecord::Kind::kExited, 1}, 5000);
+  Settle();
+  Advance(milliseconds(0));
+  Advance(kReadiness);
+  ASSERT_EQ(StateOf("edited"), "running");
+  EXPECT_TRUE(backend_.GrantIn(run_dir).has_value());
+}
+
 TEST_F(SupervisorTest, CommandsThatDoNotFitTheStateAreRefusedAndChangeNothing) {
   Register("a");
   Outcome stopped;

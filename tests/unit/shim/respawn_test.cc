@@ -96,10 +96,12 @@ TEST_F(RespawnTest, TheShimRelaunchesACoveredCrashOnceAndRecordsIt) {
   EXPECT_EQ(respawned->exit.kind, process::ExitRecord::Kind::kSignaled);
   EXPECT_EQ(respawned->exit.value, SIGKILL);
   EXPECT_GE(respawned->run_ms, 0);
+  EXPECT_GT(respawned->started_at_ms, 0);
   const pid_t second = respawned->agent.pid;
   EXPECT_NE(second, first);
   EXPECT_EQ(second, PidIn(dir, "agent.pid"));
-  EXPECT_TRUE(backend_.IsAlive(respawned->agent));
+  EXPECT_GT(respawned->agent.start_time, 0);
+  EXPECT_TRUE(backend_.IsAlive(respawned->agent));  // pid and start time, as the shim read them
   EXPECT_EQ(ProcStat(second, 1), std::to_string(shim.pid()));  // the same shim's child
   EXPECT_EQ(ProcStat(second, 3), std::to_string(second));      // leading its own group
   // Read once; the grant is spent; no exit record, the shim runs on.
@@ -165,8 +167,14 @@ TEST_F(RespawnTest, AMalformedGrantOrRecordIsIgnored) {
   ASSERT_EQ(kill(PidIn(dir, "agent.pid"), SIGKILL), 0);
   ASSERT_TRUE(shim.Wait().has_value());
   EXPECT_EQ(ReadFile(dir.run_dir() + "/exit").value_or(""), "signaled 9\n");
-  for (const char* record : {"signaled 9\nrun_ms 5\n", "signaled 9\nrun_ms x\npid 42\n",
-                             "bogus 9\nrun_ms 5\npid 42\n", "signaled 9\nrun_ms 5\npid 1\n"}) {
+  for (const char* record : {
+           "signaled 9\nrun_ms 5\npid 42\n",  // the start lines missing
+           "signaled 9\nrun_ms x\npid 42\nstart_time 1\nstarted_at_ms 1\n",
+           "bogus 9\nrun_ms 5\npid 42\nstart_time 1\nstarted_at_ms 1\n",
+           "signaled 9\nrun_ms 5\npid 1\nstart_time 1\nstarted_at_ms 1\n",
+           "signaled 9\nrun_ms 5\npid 99999999999\nstart_time 1\nstarted_at_ms 1\n",
+           "signaled 9\nrun_ms 5\nstart_time 1\npid 42\nstarted_at_ms 1\n",
+       }) {
     std::ofstream(dir.run_dir() + "/respawned") << record;
     EXPECT_FALSE(backend_.TakeRespawned(dir.run_dir()).has_value()) << record;
   }
