@@ -139,7 +139,11 @@ void Supervisor::ApplyRespawn(store::InstanceRow& row, const process::Respawned&
   row.crash_streak = decision.crash_streak;
   row.last_exit = description;
   const std::string cause = clean ? "exited" : absl::StrCat("crashed{", description, "}");
-  RecordEnd(row, clean ? State::kStopped : State::kFailed, cause, clock_.NowUnixMs(), nullptr,
+  // The run ended when the shim relaunched the agent, however late the record is read.
+  const int64_t now = clock_.NowUnixMs();
+  const int64_t ended_at =
+      respawned.started_at_ms > 0 ? std::min(respawned.started_at_ms, now) : now;
+  RecordEnd(row, clean ? State::kStopped : State::kFailed, cause, ended_at, nullptr,
             [this, respawned](store::InstanceRow& committed) {
               BeginRespawnedRun(committed, respawned);
             });
@@ -160,7 +164,7 @@ void Supervisor::BeginRespawnedRun(store::InstanceRow& row, const process::Respa
   rt.start_notices.clear();
   const std::string cause = absl::StrCat("restarted{count=", row.restart_count, ",waited_ms=0}");
   if (absl::Status status =
-          Commit(row, State::kStarting, cause, {RunChange::Kind::kBegin, clock_.NowUnixMs()});
+          Commit(row, State::kStarting, cause, {RunChange::Kind::kBegin, *row.started_at_ms});
       !status.ok()) {
     // The agent runs; the store refuses. Stop it rather than leave a run nobody recorded.
     backend_.SignalGroup(respawned.agent.pid, SIGKILL).IgnoreError();
