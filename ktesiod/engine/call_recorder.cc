@@ -1,5 +1,6 @@
 #include "engine/call_recorder.h"
 
+#include <iterator>
 #include <map>
 #include <optional>
 
@@ -17,12 +18,26 @@ CallRecorder::CallRecorder(OwnerContext context, Hooks hooks, size_t max_unrecor
       retry_timer_(context_.clock->NewTimer()) {}
 
 void CallRecorder::Queue(metering::CallRecord record) {
+  std::vector<metering::CallRecord> one;
+  one.push_back(std::move(record));
+  Queue(std::move(one));
+}
+
+void CallRecorder::Queue(std::vector<metering::CallRecord> records) {
+  if (records.empty()) {
+    return;
+  }
   // Calls finishing together are committed together (one transaction per instance per batch),
   // and only the first of a batch pays for waking the engine thread.
   bool wake = false;
   {
     absl::MutexLock lock(&mu_);
-    pending_.push_back(std::move(record));
+    if (pending_.empty()) {
+      pending_ = std::move(records);
+    } else {
+      pending_.insert(pending_.end(), std::make_move_iterator(records.begin()),
+                      std::make_move_iterator(records.end()));
+    }
     wake = !flush_posted_;
     flush_posted_ = true;
   }

@@ -45,6 +45,9 @@ class CallRecorder {
 
   // Any thread (the proxy's): queues a call's record for the ledger.
   void Queue(metering::CallRecord record);
+  // Any thread: queues the records of calls that finished together (one lock, at most one
+  // wake-up of the engine thread for all of them).
+  void Queue(std::vector<metering::CallRecord> records);
 
   // Engine thread: charges every queued record (Queue posts it; the retry timer repeats it).
   void Flush();

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "metering/proxy/admission.h"
@@ -66,7 +67,9 @@ struct ProxyInstanceStats {
 
 class MeteringProxy {
  public:
-  using OnCall = std::function<void(CallRecord)>;
+  // Receives the records of the calls that finished within one report window, in the order they
+  // finished (one call per batch, not per record: each call is a cross-thread hand-over).
+  using OnCall = std::function<void(std::vector<CallRecord>)>;
 
   // Starts the proxy thread. Errors: INVALID_ARGUMENT when `options.ca_file` cannot be loaded.
   static absl::StatusOr<std::unique_ptr<MeteringProxy>> Create(ProxyOptions options, OnCall on_call,

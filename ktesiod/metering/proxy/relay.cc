@@ -89,9 +89,7 @@ void MeteringProxy::Impl::Report(const std::string& instance, const RequestPlan&
       batch_armed = false;
       std::vector<CallRecord> ready;
       ready.swap(batch);
-      for (CallRecord& call : ready) {
-        on_call(std::move(call));
-      }
+      on_call(std::move(ready));
     });
   }
 }

@@ -60,9 +60,12 @@ class ProxyTest : public ::testing::Test {
   std::unique_ptr<MeteringProxy> MakeProxy(ProxyOptions options = {}) {
     auto proxy = MeteringProxy::Create(
         std::move(options),
-        [this](CallRecord record) {
+        [this](std::vector<CallRecord> batch) {
+          EXPECT_FALSE(batch.empty());  // a report window with no calls hands nothing over
           std::lock_guard lock(mu_);
-          records_.push_back(std::move(record));
+          for (CallRecord& record : batch) {
+            records_.push_back(std::move(record));
+          }
         },
         std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>()));
     EXPECT_TRUE(proxy.ok()) << proxy.status();
@@ -561,7 +564,11 @@ TEST_F(TlsProxyTest, HttpsUpstreamIsVerifiedAgainstTheCaFile) {
   ASSERT_TRUE(provider.ok());
   auto log = std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::null_sink_mt>());
   std::atomic<int> known{0};
-  auto on_call = [&](CallRecord record) { known += record.known ? 1 : 0; };
+  auto on_call = [&](std::vector<CallRecord> batch) {
+    for (const CallRecord& record : batch) {
+      known += record.known ? 1 : 0;
+    }
+  };
   absl::StatusOr<Upstream> upstream = ParseUpstream("k", provider.url() + "/v1");
   ASSERT_TRUE(upstream.ok());
 

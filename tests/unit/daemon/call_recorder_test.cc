@@ -97,6 +97,26 @@ TEST_F(CallRecorderTest, ABatchFromTheProxyThreadWakesTheEngineOnceAndIsChargedP
   EXPECT_TRUE(health_.Problems().empty());
 }
 
+TEST_F(CallRecorderTest, TheProxysReportWindowIsHandedOverWholeWithOneWakeUp) {
+  const store::InstanceRow a = Running("a");
+  const store::InstanceRow b = Running("b");
+  recorder_->Queue(std::vector<metering::CallRecord>{});  // an empty window: nothing to wake for
+  EXPECT_EQ(RunPosted(), 0u);
+  std::vector<metering::CallRecord> window;
+  window.push_back(Call("a", 10, 2));
+  window.push_back(Call("b", 5, 1));
+  window.push_back(Call("a", 3, 4));
+  recorder_->Queue(std::move(window));
+  // Posted once, then more records arrive before the engine ran: they join the same flush.
+  std::vector<metering::CallRecord> next;
+  next.push_back(Call("b", 1, 1));
+  recorder_->Queue(std::move(next));
+  EXPECT_EQ(RunPosted(), 1u);
+  EXPECT_EQ(Totals(a).run_input, 13u);
+  EXPECT_EQ(Totals(b).run_input, 6u);
+  EXPECT_EQ(recorded_, (std::vector<Recorded>{{"a", 2, true}, {"b", 2, true}}));
+}
+
 TEST_F(CallRecorderTest, ACallWithoutUsageIsCountedAsUnknownAndNoted) {
   const store::InstanceRow a = Running("a");
   metering::CallRecord unknown = Call("a", 0, 0);
