@@ -25,7 +25,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const DaemonPaths& paths,
   Engine* raw = engine.get();
   absl::StatusOr<std::unique_ptr<metering::MeteringProxy>> proxy = metering::MeteringProxy::Create(
       std::move(options.proxy),
-      [raw](std::vector<metering::CallRecord> records) { raw->calls_.Queue(std::move(records)); }, logger);
+      [raw](std::vector<metering::CallRecord> records) { raw->calls_.Queue(std::move(records)); },
+      logger);
   if (!proxy.ok()) {
     return proxy.status();
   }
