@@ -384,7 +384,7 @@ bool ShimBackend::WithdrawRespawn(const std::string& run_dir) {
   return unlink((run_dir + "/" + kRespawnGrantFile).c_str()) == 0;
 }
 
-std::optional<Respawned> ShimBackend::TakeRespawned(const std::string& run_dir) {
+absl::StatusOr<std::optional<Respawned>> ShimBackend::TakeRespawned(const std::string& run_dir) {
   const std::string path = run_dir + "/" + kRespawnedFile;
   absl::StatusOr<std::string> text = fs::ReadFile(path);
   if (!text.ok()) {
@@ -404,7 +404,9 @@ std::optional<Respawned> ShimBackend::TakeRespawned(const std::string& run_dir) 
       !number(3, "start_time", &respawned.agent.start_time) ||
       !number(4, "started_at_ms", &respawned.started_at_ms) || pid <= 1 ||
       pid > std::numeric_limits<pid_t>::max()) {
-    return std::nullopt;
+    // Not the shim's format (it writes the record whole, by rename): say so, never echo it.
+    return absl::DataLossError(absl::StrCat("the relaunch record ", path, " (", text->size(),
+                                            " bytes, ", lines.size(), " lines) is malformed"));
   }
   respawned.exit = *exit;
   respawned.agent.pid = static_cast<pid_t>(pid);

@@ -45,7 +45,7 @@ class ShimBackend final : public ProcessBackend {
                     std::function<void()> on_respawn) override;
   absl::Status GrantRespawn(const std::string& run_dir, const RespawnGrant& grant) override;
   bool WithdrawRespawn(const std::string& run_dir) override;
-  std::optional<Respawned> TakeRespawned(const std::string& run_dir) override;
+  absl::StatusOr<std::optional<Respawned>> TakeRespawned(const std::string& run_dir) override;
   std::optional<ExitRecord> ReadExit(const std::string& run_dir) override;
   std::optional<Launched> UnconfirmedLaunch(const std::string& run_dir) override;
   absl::Status SignalGroup(pid_t leader, int signal) override;

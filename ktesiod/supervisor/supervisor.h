@@ -179,8 +179,13 @@ class Supervisor {
   void WatchShim(const process::ProcessIdentity& shim, const std::string& name,
                  const std::string& home, uint64_t generation);
   void OnRespawned(const std::string& name, const std::string& home, uint64_t generation);
-  // Applies the relaunch recorded in the run dir, if any; true when one was found.
-  bool TakeRespawned(store::InstanceRow& row);
+  // Records the relaunch the shim recorded in the run dir and the daemon has not yet, if any, and
+  // then reloads `row` (the stored row after it). False when there was none (or its record was
+  // unreadable: logged). Errors: the store's, when the row could not be reloaded (the caller
+  // stops there; the next reconciliation starts over from the store).
+  absl::StatusOr<bool> TakeRespawned(store::InstanceRow& row);
+  // The record in `home`'s run dir, consumed; nullopt when there is none or it is unreadable.
+  std::optional<process::Respawned> ReadRespawned(const std::string& name, const std::string& home);
   void ApplyRespawn(store::InstanceRow& row, const process::Respawned& respawned);
   void BeginRespawnedRun(store::InstanceRow& row, const process::Respawned& respawned);
 

@@ -30,11 +30,8 @@ void Supervisor::OnExit(const std::string& name, uint64_t generation) {
     return;
   }
   // A relaunch the shim recorded but the daemon has not yet: it happened first.
-  if (TakeRespawned(*row)) {
-    row = Load(name);
-    if (!row.ok()) {
-      return;
-    }
+  if (!TakeRespawned(*row).ok()) {
+    return;
   }
   std::optional<process::ExitRecord> exit = backend_.ReadExit(RunDir(row->home));
   std::string detail = "ktesio-shim ended without recording an exit";
@@ -179,12 +176,8 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
   Runtime& rt = RuntimeFor(row);
   if (!row.boot_id.empty() && row.boot_id != boot_id) {
     // A relaunch recorded before the reboot still ended a run and began one (with its usage).
-    if (TakeRespawned(row)) {
-      absl::StatusOr<store::InstanceRow> fresh = Load(row.name);
-      if (!fresh.ok()) {
-        return;
-      }
-      row = *std::move(fresh);
+    if (!TakeRespawned(row).ok()) {
+      return;
     }
     ApplyExit(row, std::nullopt, true, "the host rebooted since the agent was started");
     return;
@@ -220,7 +213,7 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
     log_->info("re-adopted instance={} pid={} shim={}", row.name, agent.pid, shim.pid);
     EngineLine(row, absl::StrCat("re-adopted by a new ktesiod (agent pid ", agent.pid, ")"));
     // A relaunch made while the daemon was down is recorded before anything acts on the pid.
-    if (TakeRespawned(row)) {
+    if (absl::StatusOr<bool> taken = TakeRespawned(row); !taken.ok() || *taken) {
       return;  // recorded as a restart (or, mid-stop, killed: its exit ends the stop)
     }
     if (state == State::kStarting) {
@@ -236,12 +229,8 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
     return;
   }
   // The shim is gone: a relaunch it made before (while the daemon was down) comes first.
-  if (TakeRespawned(row)) {
-    absl::StatusOr<store::InstanceRow> fresh = Load(row.name);
-    if (!fresh.ok()) {
-      return;
-    }
-    row = *std::move(fresh);
+  if (!TakeRespawned(row).ok()) {
+    return;
   }
   if (std::optional<process::ExitRecord> exit = backend_.ReadExit(RunDir(row.home))) {
     ApplyExit(row, exit, false, "");

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "ktesio/contract/status_macros.h"
 #include "supervisor/internal.h"
 #include "supervisor/runtime.h"
 #include "supervisor/supervisor.h"
@@ -87,7 +88,7 @@ void Supervisor::WatchShim(const process::ProcessIdentity& shim, const std::stri
 void Supervisor::OnRespawned(const std::string& name, const std::string& home,
                              uint64_t generation) {
   // The run dir changes at every usage batch too: look for the record before touching the store.
-  std::optional<process::Respawned> respawned = backend_.TakeRespawned(RunDir(home));
+  std::optional<process::Respawned> respawned = ReadRespawned(name, home);
   if (!respawned.has_value()) {
     return;
   }
@@ -101,12 +102,27 @@ void Supervisor::OnRespawned(const std::string& name, const std::string& home,
   ApplyRespawn(*row, *respawned);
 }
 
-bool Supervisor::TakeRespawned(store::InstanceRow& row) {
-  std::optional<process::Respawned> respawned = backend_.TakeRespawned(RunDir(row.home));
+std::optional<process::Respawned> Supervisor::ReadRespawned(const std::string& name,
+                                                            const std::string& home) {
+  absl::StatusOr<std::optional<process::Respawned>> taken = backend_.TakeRespawned(RunDir(home));
+  if (!taken.ok()) {
+    // Only the shim writes it, whole: a damaged one is left unapplied (the relaunched agent's
+    // next exit ends the run it belongs to), but never silently.
+    log_->error("relaunch record ignored instance={} error={}", name,
+                std::string(taken.status().message()));
+    return std::nullopt;
+  }
+  return *std::move(taken);
+}
+
+absl::StatusOr<bool> Supervisor::TakeRespawned(store::InstanceRow& row) {
+  std::optional<process::Respawned> respawned = ReadRespawned(row.name, row.home);
   if (!respawned.has_value()) {
     return false;
   }
   ApplyRespawn(row, *respawned);
+  // ApplyRespawn commits copies of the row (RecordEnd retries with its own): read back the result.
+  KT_ASSIGN_OR_RETURN(row, Load(row.name));
   return true;
 }
 

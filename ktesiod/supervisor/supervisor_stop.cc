@@ -55,7 +55,8 @@ void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
   // relaunch already made (its record not yet seen) is dealt with, so no signal goes to a stale
   // pid.
   WithdrawRespawn(row);
-  TakeRespawned(row);
+  // Ignored: a row that cannot be reloaded stays as the relaunch left it (its new pid, killed).
+  TakeRespawned(row).IgnoreError();
   Runtime& rt = RuntimeFor(row);
   rt.kill_sent = false;
   rt.stop_window_s = window_seconds;

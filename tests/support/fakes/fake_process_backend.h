@@ -9,6 +9,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,6 +95,18 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
     procs_[next] = std::move(relaunched);
     last_agent_ = next;
     return next;
+  }
+  // Leaves an unreadable relaunch record in the run dir of `agent` (alive) and wakes the watch,
+  // as a damaged file would.
+  void DamageRelaunchRecord(pid_t agent) {
+    auto it = procs_.find(agent);
+    if (it == procs_.end()) {
+      return;
+    }
+    unreadable_.insert(it->second.spec.run_dir);
+    if (it->second.on_respawn) {
+      boost::asio::post(io_, it->second.on_respawn);
+    }
   }
   // The grant the supervisor left in `run_dir`, if any.
   std::optional<RespawnGrant> GrantIn(const std::string& run_dir) const {
@@ -193,7 +206,10 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
 
   bool WithdrawRespawn(const std::string& run_dir) override { return grants_.erase(run_dir) > 0; }
 
-  std::optional<Respawned> TakeRespawned(const std::string& run_dir) override {
+  absl::StatusOr<std::optional<Respawned>> TakeRespawned(const std::string& run_dir) override {
+    if (unreadable_.erase(run_dir) > 0) {
+      return absl::DataLossError("the relaunch record in " + run_dir + " is malformed");
+    }
     auto it = respawned_.find(run_dir);
     if (it == respawned_.end()) {
       return std::nullopt;
@@ -286,6 +302,7 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   std::map<std::string, ExitRecord> exits_;
   std::map<std::string, RespawnGrant> grants_;
   std::map<std::string, Respawned> respawned_;
+  std::set<std::string> unreadable_;  // run dirs whose relaunch record cannot be read
   std::vector<LaunchSpec> launches_;
   std::vector<Signal> signals_;
   std::vector<std::string> detached_;

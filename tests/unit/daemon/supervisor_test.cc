@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,7 @@
 #include "fakes/fake_process_backend.h"
 #include "gtest/gtest.h"
 #include "ktesio/contract/error.h"
-#include "spdlog/sinks/null_sink.h"
+#include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
 #include "status_assertions.h"
 
@@ -68,7 +69,8 @@ class SupervisorTest : public ::testing::Test {
     };
     supervisor_ = std::make_unique<Supervisor>(
         io_, *store_, backend_, clock_,
-        std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>()),
+        std::make_shared<spdlog::logger>("test",
+                                         std::make_shared<spdlog::sinks::ostream_sink_mt>(log_)),
         hooks);
   }
 
@@ -138,6 +140,7 @@ class SupervisorTest : public ::testing::Test {
   FakeProcessBackend backend_{io_};
   std::unique_ptr<store::Store> store_;
   InstanceSettings settings_;
+  std::ostringstream log_;  // what the supervisor logged (outlives its logger)
   std::unique_ptr<Supervisor> supervisor_;
   std::vector<std::string> transitions_;
 };
@@ -638,6 +641,26 @@ TEST_F(SupervisorTest, AReconcileRecordsARelaunchMadeWhileTheDaemonWasDown) {
   EXPECT_EQ(backend_.launches().size(), 1U);
   // Watched again, relaunch and exit alike.
   backend_.Exit(relaunched, {ExitRecord::Kind::kExited, 0});
+  Settle();
+  EXPECT_EQ(StateOf("a"), "stopped");
+}
+
+// Only the shim writes the relaunch record, whole: a damaged one changes nothing, but is logged.
+TEST_F(SupervisorTest, AnUnreadableRelaunchRecordChangesNothingAndIsLogged) {
+  Register("a");
+  StartRunning("a");
+  const store::InstanceRow before = Row("a");
+  transitions_.clear();
+  backend_.DamageRelaunchRecord(before.pid.value());
+  Settle();
+  EXPECT_TRUE(transitions_.empty());
+  EXPECT_EQ(StateOf("a"), "running");
+  EXPECT_EQ(Row("a").pid, before.pid);
+  EXPECT_EQ(Row("a").current_run, before.current_run);
+  EXPECT_EQ(Row("a").restart_count, before.restart_count);
+  EXPECT_NE(log_.str().find("relaunch record ignored instance=a"), std::string::npos) << log_.str();
+  // Consumed: the next look finds nothing, and the run goes on being watched.
+  backend_.Exit(before.pid.value(), {ExitRecord::Kind::kExited, 0});
   Settle();
   EXPECT_EQ(StateOf("a"), "stopped");
 }

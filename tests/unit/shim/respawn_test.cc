@@ -73,6 +73,12 @@ TEST(RespawnGrant, CoversCrashesAndCleanExitsByTheirOwnThresholds) {
 // The daemon's side: grant, then read what the shim recorded.
 class RespawnTest : public ::testing::Test {
  protected:
+  // True when the run dir holds no relaunch record (and reading found nothing unreadable).
+  bool NoRecord(const std::string& run_dir) {
+    absl::StatusOr<std::optional<process::Respawned>> taken = backend_.TakeRespawned(run_dir);
+    return taken.ok() && !taken->has_value();
+  }
+
   boost::asio::io_context io_;
   process::ShimBackend backend_{io_};
 };
@@ -91,7 +97,9 @@ TEST_F(RespawnTest, TheShimRelaunchesACoveredCrashOnceAndRecordsIt) {
 
   ASSERT_EQ(kill(first, SIGKILL), 0);
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir.run_dir() + "/respawned").has_value(); }));
-  std::optional<process::Respawned> respawned = backend_.TakeRespawned(dir.run_dir());
+  absl::StatusOr<std::optional<process::Respawned>> taken = backend_.TakeRespawned(dir.run_dir());
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  std::optional<process::Respawned> respawned = *taken;
   ASSERT_TRUE(respawned.has_value());
   EXPECT_EQ(respawned->exit.kind, process::ExitRecord::Kind::kSignaled);
   EXPECT_EQ(respawned->exit.value, SIGKILL);
@@ -105,7 +113,7 @@ TEST_F(RespawnTest, TheShimRelaunchesACoveredCrashOnceAndRecordsIt) {
   EXPECT_EQ(ProcStat(second, 1), std::to_string(shim.pid()));  // the same shim's child
   EXPECT_EQ(ProcStat(second, 3), std::to_string(second));      // leading its own group
   // Read once; the grant is spent; no exit record, the shim runs on.
-  EXPECT_FALSE(backend_.TakeRespawned(dir.run_dir()).has_value());
+  EXPECT_TRUE(NoRecord(dir.run_dir()));
   EXPECT_FALSE(ReadFile(dir.run_dir() + "/respawn").has_value());
   EXPECT_FALSE(ReadFile(dir.run_dir() + "/exit").has_value());
   EXPECT_FALSE(IsDead(shim.pid()));
@@ -120,7 +128,7 @@ TEST_F(RespawnTest, TheShimRelaunchesACoveredCrashOnceAndRecordsIt) {
   ASSERT_TRUE(status);
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
   EXPECT_EQ(ReadFile(dir.run_dir() + "/exit").value_or(""), "signaled 9\n");
-  EXPECT_FALSE(backend_.TakeRespawned(dir.run_dir()).has_value());
+  EXPECT_TRUE(NoRecord(dir.run_dir()));
 }
 
 TEST_F(RespawnTest, AnExitTheGrantDoesNotCoverEndsTheShim) {
@@ -132,7 +140,7 @@ TEST_F(RespawnTest, AnExitTheGrantDoesNotCoverEndsTheShim) {
   ASSERT_EQ(kill(PidIn(dir, "agent.pid"), SIGKILL), 0);
   ASSERT_TRUE(shim.Wait().has_value());
   EXPECT_EQ(ReadFile(dir.run_dir() + "/exit").value_or(""), "signaled 9\n");
-  EXPECT_FALSE(backend_.TakeRespawned(dir.run_dir()).has_value());
+  EXPECT_TRUE(NoRecord(dir.run_dir()));
 
   TempDir clean;
   ShimProcess quitter(
@@ -176,7 +184,14 @@ TEST_F(RespawnTest, AMalformedGrantOrRecordIsIgnored) {
            "signaled 9\nrun_ms 5\nstart_time 1\npid 42\nstarted_at_ms 1\n",
        }) {
     std::ofstream(dir.run_dir() + "/respawned") << record;
-    EXPECT_FALSE(backend_.TakeRespawned(dir.run_dir()).has_value()) << record;
+    absl::StatusOr<std::optional<process::Respawned>> taken = backend_.TakeRespawned(dir.run_dir());
+    ASSERT_FALSE(taken.ok()) << record;
+    EXPECT_EQ(taken.status().code(), absl::StatusCode::kDataLoss);
+    const std::string message(taken.status().message());
+    EXPECT_NE(message.find("is malformed"), std::string::npos) << message;
+    EXPECT_EQ(message.find("run_ms"), std::string::npos) << message;  // the text is not echoed
+    // Consumed all the same: the next look finds nothing.
+    EXPECT_TRUE(NoRecord(dir.run_dir()));
   }
 }
 
