@@ -106,7 +106,8 @@ class ProcessBackend {
 
   // The relaunch the shim recorded in `run_dir`, consumed (read once); nullopt when there is
   // none. The agent's start time is 0 when it is gone already (its exit then follows). Errors:
-  // DATA_LOSS when a record was there but could not be read (it is consumed all the same).
+  // DATA_LOSS when a record was there but could not be read or parsed (it is removed all the
+  // same).
   virtual absl::StatusOr<std::optional<Respawned>> TakeRespawned(const std::string& run_dir) {
     (void)run_dir;
     return std::nullopt;

@@ -13,12 +13,14 @@
 #include <pthread.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <limits>
 #include <sstream>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -388,7 +390,13 @@ absl::StatusOr<std::optional<Respawned>> ShimBackend::TakeRespawned(const std::s
   const std::string path = run_dir + "/" + kRespawnedFile;
   absl::StatusOr<std::string> text = fs::ReadFile(path);
   if (!text.ok()) {
-    return std::nullopt;
+    if (absl::IsNotFound(text.status())) {
+      return std::nullopt;
+    }
+    // Read once, like any record (remove(): also an empty directory in its place).
+    std::remove(path.c_str());
+    return absl::DataLossError(absl::StrCat("the relaunch record ", path,
+                                            " could not be read: ", text.status().message()));
   }
   unlink(path.c_str());
   // "<exit record>\nrun_ms N\npid N\nstart_time N\nstarted_at_ms N\n"

@@ -186,7 +186,9 @@ class Supervisor {
   absl::StatusOr<bool> TakeRespawned(store::InstanceRow& row);
   // The record in `home`'s run dir, consumed; nullopt when there is none or it is unreadable.
   std::optional<process::Respawned> ReadRespawned(const std::string& name, const std::string& home);
-  void ApplyRespawn(store::InstanceRow& row, const process::Respawned& respawned);
+  // True when the relaunch was recorded as a restart; false when it came as the instance left
+  // running and was killed (`row` then holds the relaunched pid, whether or not that was stored).
+  bool ApplyRespawn(store::InstanceRow& row, const process::Respawned& respawned);
   void BeginRespawnedRun(store::InstanceRow& row, const process::Respawned& respawned);
 
   boost::asio::io_context& io_;

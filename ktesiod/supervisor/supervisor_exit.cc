@@ -228,9 +228,14 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
     }
     return;
   }
-  // The shim is gone: a relaunch it made before (while the daemon was down) comes first.
-  if (!TakeRespawned(row).ok()) {
+  // The shim is gone: a relaunch it made before (while the daemon was down) comes first, and
+  // its agent is the one that may be left.
+  absl::StatusOr<bool> taken = TakeRespawned(row);
+  if (!taken.ok()) {
     return;
+  }
+  if (*taken) {
+    agent = {static_cast<pid_t>(row.pid.value_or(0)), row.pid_start_time.value_or(0)};
   }
   if (std::optional<process::ExitRecord> exit = backend_.ReadExit(RunDir(row.home))) {
     ApplyExit(row, exit, false, "");

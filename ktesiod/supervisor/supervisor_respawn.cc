@@ -99,7 +99,7 @@ void Supervisor::OnRespawned(const std::string& name, const std::string& home,
                respawned->agent.pid);
     return;
   }
-  ApplyRespawn(*row, *respawned);
+  ApplyRespawn(*row, *respawned);  // the row is reloaded by whatever acts on it next
 }
 
 std::optional<process::Respawned> Supervisor::ReadRespawned(const std::string& name,
@@ -120,13 +120,17 @@ absl::StatusOr<bool> Supervisor::TakeRespawned(store::InstanceRow& row) {
   if (!respawned.has_value()) {
     return false;
   }
-  ApplyRespawn(row, *respawned);
-  // ApplyRespawn commits copies of the row (RecordEnd retries with its own): read back the result.
+  if (!ApplyRespawn(row, *respawned)) {
+    // Killed mid-stop: `row` names the relaunched agent even if the store did not take it, so
+    // the stop never signals the old (possibly reused) pid.
+    return true;
+  }
+  // A recorded restart commits copies of the row (RecordEnd retries with its own): read it back.
   KT_ASSIGN_OR_RETURN(row, Load(row.name));
   return true;
 }
 
-void Supervisor::ApplyRespawn(store::InstanceRow& row, const process::Respawned& respawned) {
+bool Supervisor::ApplyRespawn(store::InstanceRow& row, const process::Respawned& respawned) {
   Runtime& rt = RuntimeFor(row);
   const State state = RowState(row);
   const std::string description = process::DescribeExit(respawned.exit);
@@ -143,7 +147,7 @@ void Supervisor::ApplyRespawn(store::InstanceRow& row, const process::Respawned&
                  std::string(status.message()));
     }
     backend_.SignalGroup(respawned.agent.pid, SIGKILL).IgnoreError();  // gone: nothing to do
-    return;
+    return false;
   }
   const bool clean =
       respawned.exit.kind == process::ExitRecord::Kind::kExited && respawned.exit.value == 0;
@@ -163,6 +167,7 @@ void Supervisor::ApplyRespawn(store::InstanceRow& row, const process::Respawned&
             [this, respawned](store::InstanceRow& committed) {
               BeginRespawnedRun(committed, respawned);
             });
+  return true;
 }
 
 void Supervisor::BeginRespawnedRun(store::InstanceRow& row, const process::Respawned& respawned) {

@@ -55,7 +55,7 @@ void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
   // relaunch already made (its record not yet seen) is dealt with, so no signal goes to a stale
   // pid.
   WithdrawRespawn(row);
-  // Ignored: a row that cannot be reloaded stays as the relaunch left it (its new pid, killed).
+  // Ignored: a relaunch met here is killed and `row` names it without a reload.
   TakeRespawned(row).IgnoreError();
   Runtime& rt = RuntimeFor(row);
   rt.kill_sent = false;

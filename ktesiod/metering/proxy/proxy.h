@@ -6,8 +6,9 @@
 // absent. Streaming responses are relayed chunk by chunk as they arrive.
 //
 // Built on Boost.Beast over Asio with C++20 coroutines, on ONE thread of its own: the engine
-// thread is never blocked by model traffic, and the proxy never touches the store — each call's
-// outcome is handed to `on_call`, which the engine posts to its own thread.
+// thread is never blocked by model traffic, and the proxy never touches the store — the outcomes
+// of the calls that finished within one report window are handed to `on_call` together, which
+// the engine posts to its own thread.
 //
 // Nothing about a request is logged but its instance, method class, status and usage: never a
 // body, a header or a URL (credentials travel in all three).

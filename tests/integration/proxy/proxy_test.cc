@@ -63,6 +63,7 @@ class ProxyTest : public ::testing::Test {
         [this](std::vector<CallRecord> batch) {
           EXPECT_FALSE(batch.empty());  // a report window with no calls hands nothing over
           std::lock_guard lock(mu_);
+          batches_.push_back(batch.size());
           for (CallRecord& record : batch) {
             records_.push_back(std::move(record));
           }
@@ -93,6 +94,7 @@ class ProxyTest : public ::testing::Test {
   FakeProvider provider_{dir_.path()};
   std::mutex mu_;
   std::vector<CallRecord> records_;
+  std::vector<size_t> batches_;  // how many records each on_call brought
 };
 
 TEST_F(ProxyTest, ParseUpstreamAcceptsProviderUrlsAndRejectsCredentials) {
@@ -135,6 +137,28 @@ TEST_F(ProxyTest, NonStreamingCallsOfEveryFormatAreMeteredAsReported) {
     EXPECT_EQ(records[i].usage.output, calls[i].output) << calls[i].path;
     EXPECT_EQ(records[i].instance, "agent");
   }
+}
+
+// The calls that finish within one report window reach the engine in one hand-over.
+TEST_F(ProxyTest, CallsFinishingWithinOneReportWindowAreHandedOverTogether) {
+  ProxyOptions options;
+  options.report_window = std::chrono::milliseconds(3000);  // far longer than three local calls
+  auto proxy = MakeProxy(options);
+  const uint16_t port = OpenFor(*proxy, provider_.url() + "/v1");
+  const auto first = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    HttpResponse r = HttpRequest(port, "POST", "/chat/completions", R"({"model":"m"})",
+                                 {"Content-Type: application/json"});
+    ASSERT_EQ(r.status, 200) << r.error;
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - first;
+  std::vector<CallRecord> records = Records(3);
+  ASSERT_EQ(records.size(), 3u);
+  std::lock_guard lock(mu_);
+  if (elapsed < std::chrono::milliseconds(2500)) {  // else the window may have closed between
+    EXPECT_EQ(batches_, (std::vector<size_t>{3}));
+  }
+  EXPECT_EQ(records_.size(), 3u);
 }
 
 TEST_F(ProxyTest, StreamingChatGetsIncludeUsageInjectedAndTheExtraChunkStripped) {

@@ -29,6 +29,12 @@ class CallRecorderTest : public EngineOwnerTest {
   void Build(size_t max_unrecorded) {
     CallRecorder::Hooks hooks;
     hooks.post = [this](std::function<void()> work) {
+      if (engine_runs_at_once_) {
+        // The engine thread, idle on another CPU, flushes as soon as it is woken.
+        ++wake_ups_;
+        work();
+        return;
+      }
       absl::MutexLock lock(&posted_mu_);
       posted_.push_back(std::move(work));
     };
@@ -72,6 +78,8 @@ class CallRecorderTest : public EngineOwnerTest {
   };
 
   std::unique_ptr<CallRecorder> recorder_;
+  bool engine_runs_at_once_ = false;  // posted work runs inside Queue
+  int wake_ups_ = 0;                  // posts while engine_runs_at_once_
   absl::Mutex posted_mu_;
   std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(posted_mu_);
   std::vector<Recorded> recorded_;
@@ -115,6 +123,19 @@ TEST_F(CallRecorderTest, TheProxysReportWindowIsHandedOverWholeWithOneWakeUp) {
   EXPECT_EQ(Totals(a).run_input, 13u);
   EXPECT_EQ(Totals(b).run_input, 6u);
   EXPECT_EQ(recorded_, (std::vector<Recorded>{{"a", 2, true}, {"b", 2, true}}));
+
+  // An engine that flushes the moment it is woken still gets the window whole: one wake-up and
+  // one transaction per instance, not one per record.
+  recorded_.clear();
+  engine_runs_at_once_ = true;
+  std::vector<metering::CallRecord> busy;
+  busy.push_back(Call("a", 1, 1));
+  busy.push_back(Call("b", 1, 1));
+  busy.push_back(Call("a", 1, 1));
+  recorder_->Queue(std::move(busy));
+  EXPECT_EQ(wake_ups_, 1);
+  EXPECT_EQ(recorded_, (std::vector<Recorded>{{"a", 2, true}, {"b", 1, true}}));
+  EXPECT_EQ(Totals(a).run_input, 15u);
 }
 
 TEST_F(CallRecorderTest, ACallWithoutUsageIsCountedAsUnknownAndNoted) {

@@ -24,6 +24,7 @@
 #include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
 #include "status_assertions.h"
+#include "store_fault_seam.h"
 
 namespace ktesio::daemon::supervisor {
 namespace {
@@ -56,6 +57,7 @@ class SupervisorTest : public ::testing::Test {
     MakeSupervisor();
   }
   void TearDown() override {
+    testing::SetStoreFault(false);
     supervisor_.reset();
     std::filesystem::remove_all(dir_);
   }
@@ -66,6 +68,9 @@ class SupervisorTest : public ::testing::Test {
     hooks.settings = [this](const store::InstanceRow&) { return settings_; };
     hooks.on_transition = [this](const store::InstanceRow& row, State, State to) {
       transitions_.push_back(row.name + ":" + StateName(to));
+      if (transitions_.back() == fault_after_) {
+        testing::SetStoreFault(true);  // every later commit is refused, as on a failing disk
+      }
     };
     supervisor_ = std::make_unique<Supervisor>(
         io_, *store_, backend_, clock_,
@@ -143,6 +148,7 @@ class SupervisorTest : public ::testing::Test {
   std::ostringstream log_;  // what the supervisor logged (outlives its logger)
   std::unique_ptr<Supervisor> supervisor_;
   std::vector<std::string> transitions_;
+  std::string fault_after_;  // "name:state": the store refuses commits after that transition
 };
 
 TEST_F(SupervisorTest, StartIsRunningOnlyAfterTheReadinessWindow) {
@@ -618,6 +624,27 @@ TEST_F(SupervisorTest, ARelaunchRacingAStopIsKilled) {
   ASSERT_TRUE(stopped.called);
   KT_EXPECT_OK(stopped.status);
   EXPECT_EQ(backend_.launches().size(), 1U);
+}
+
+// A stop that finds a relaunch not yet recorded kills it and signals it, not the old pid (which
+// may be reused by now) — also when the store refuses to record the relaunched pid.
+TEST_F(SupervisorTest, AStopMeetingAnUnrecordedRelaunchSignalsItEvenWhenTheStoreRefuses) {
+  Register("a");
+  StartRunning("a");
+  const pid_t first = Row("a").pid.value();
+  backend_.set_exits_on_sigterm(false);
+  backend_.set_exits_on_sigkill(false);  // the kill lands later: the stop must still aim right
+  const pid_t relaunched =
+      backend_.ExitUnderGrant(first, {ExitRecord::Kind::kSignaled, SIGSEGV}, 5000);
+  ASSERT_GT(relaunched, 0);  // recorded by the shim; the daemon has not read it (no Settle)
+  fault_after_ = "a:stopping";
+  Outcome stopped;
+  supervisor_->Stop("a", 30, Record(stopped));
+  EXPECT_GE(backend_.SignalsSent(relaunched, SIGKILL), 1);
+  EXPECT_GE(backend_.SignalsSent(relaunched, SIGTERM), 1);
+  EXPECT_EQ(backend_.SignalsSent(first, SIGTERM), 0);
+  EXPECT_EQ(backend_.SignalsSent(first, SIGKILL), 0);
+  EXPECT_EQ(Row("a").pid.value_or(0), first) << "the store took a write it should have refused";
 }
 
 // The shim relaunched the agent while no daemon was up: the next daemon records the restart.

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -193,6 +195,16 @@ TEST_F(RespawnTest, AMalformedGrantOrRecordIsIgnored) {
     // Consumed all the same: the next look finds nothing.
     EXPECT_TRUE(NoRecord(dir.run_dir()));
   }
+  // Not readable at all (a directory in its place): also an error, also removed.
+  ASSERT_EQ(mkdir((dir.run_dir() + "/respawned").c_str(), 0700), 0);
+  absl::StatusOr<std::optional<process::Respawned>> unreadable =
+      backend_.TakeRespawned(dir.run_dir());
+  ASSERT_FALSE(unreadable.ok());
+  EXPECT_EQ(unreadable.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(unreadable.status().message()).find("could not be read"), std::string::npos)
+      << unreadable.status();
+  EXPECT_FALSE(std::filesystem::exists(dir.run_dir() + "/respawned"));
+  EXPECT_TRUE(NoRecord(dir.run_dir()));
 }
 
 }  // namespace
