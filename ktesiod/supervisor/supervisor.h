@@ -180,9 +180,10 @@ class Supervisor {
                  const std::string& home, uint64_t generation);
   void OnRespawned(const std::string& name, const std::string& home, uint64_t generation);
   // Records the relaunch the shim recorded in the run dir and the daemon has not yet, if any, and
-  // then reloads `row` (the stored row after it). False when there was none (or its record was
-  // unreadable: logged). Errors: the store's, when the row could not be reloaded (the caller
-  // stops there; the next reconciliation starts over from the store).
+  // then reloads `row` (the stored row after it) — except for a relaunch met as the instance left
+  // running, which is killed and which `row` then names as ApplyRespawn left it. False when there
+  // was none (or its record was unreadable: logged). Errors: the store's, when the row could not
+  // be reloaded (the caller stops there; the next reconciliation starts over from the store).
   absl::StatusOr<bool> TakeRespawned(store::InstanceRow& row);
   // The record in `home`'s run dir, consumed; nullopt when there is none or it is unreadable.
   std::optional<process::Respawned> ReadRespawned(const std::string& name, const std::string& home);
