@@ -137,6 +137,23 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
   return plan;
 }
 
+void ResponseMeter::Reset(ApiShape shape, bool strip_injected_usage, bool post) {
+  // Every member as a new meter has it (so a member added later cannot be forgotten here), then
+  // the three buffers back, emptied.
+  std::string* const buffers[] = {&body_, &event_raw_, &event_data_};
+  std::string kept[3];
+  for (size_t i = 0; i < 3; ++i) {
+    if (buffers[i]->capacity() <= kKeptCapacity) {
+      kept[i] = std::move(*buffers[i]);
+      kept[i].clear();
+    }
+  }
+  *this = ResponseMeter(shape, strip_injected_usage, post);
+  for (size_t i = 0; i < 3; ++i) {
+    *buffers[i] = std::move(kept[i]);
+  }
+}
+
 void ResponseMeter::Begin(unsigned status, std::string_view content_type) {
   metered_ = post_ && status >= 200 && status < 300;
   sse_ = ContainsIgnoreCase(content_type, "text/event-stream");

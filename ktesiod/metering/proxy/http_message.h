@@ -89,13 +89,20 @@ ResponseFraming ChooseFraming(unsigned status, bool head_request, bool has_lengt
 std::string ResponseHead(const http::response_header<>& response, ResponseFraming framing,
                          std::uint64_t content_length, bool keep_alive);
 
+// A request as sent to the provider: its head (request line and fields, through the blank line)
+// and body, ready to write.
+struct OutgoingRequest {
+  std::string head;
+  std::string body;
+  bool post = false;  // a POST (only POSTs are model calls)
+};
+
 // The request sent to the provider for the agent's `request` to `target` (the path below the
-// agent's prefix): end-to-end fields only, the upstream's Host, identity encoding (usage must
-// stay readable), the planned body when the plan rewrote it (else the agent's, moved out of
-// `request`), a Content-Length whenever there is a body, and keep-alive.
-http::request<http::string_body> UpstreamRequest(http::request<http::string_body>& request,
-                                                 std::string_view target, const Upstream& upstream,
-                                                 const RequestPlan& plan);
+// agent's prefix): HTTP/1.1, end-to-end fields only, the upstream's Host, identity encoding
+// (usage must stay readable), the planned body when the plan rewrote it (else the agent's, moved
+// out of `request`), a Content-Length whenever there is a body, and kept alive.
+OutgoingRequest UpstreamRequest(http::request<http::string_body>& request, std::string_view target,
+                                const Upstream& upstream, const RequestPlan& plan);
 
 // Only the agent's base URL is served: `target` must start with `prefix` ("/kt-<secret>")
 // followed by '/', '?' or its end; the prefix is then removed from `target`. An empty prefix

@@ -262,7 +262,7 @@ asio::awaitable<void> MeteringProxy::Impl::Exchanges(std::shared_ptr<Listener> l
       continue;
     }
 
-    http::request<http::string_body> out = UpstreamRequest(request, target, *upstream, plan);
+    const OutgoingRequest out = UpstreamRequest(request, target, *upstream, plan);
 
     const bool head_request = request.method() == http::verb::head;
     const Exchange result = co_await Forward(*listener, *conn, out, plan, head_request,

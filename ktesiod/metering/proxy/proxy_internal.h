@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -183,52 +184,58 @@ struct ConnState {
   beast::tcp_stream client;
   Watchdog watchdog;
   UpstreamConn up;
-  std::vector<char> relay_buffer;  // response body pieces, reused across requests
+  // Reused from call to call (their capacity is what a call would otherwise allocate anew).
+  std::vector<char> relay_buffer;          // response body pieces
+  std::string forward;                     // what goes to the agent next
+  std::vector<asio::const_buffer> pieces;  // one gathered write to the agent
+  ResponseMeter meter{ApiShape::kOther, false};
 };
 
 // Writes a response to the agent: whatever is pending (the head, until it has gone out), each
 // piece of the body framed for the agent (chunked or as is) and — when `last` — the terminating
 // chunk, one gathered write per piece. `on_first_write` runs before the first write (the
-// proxy's added latency ends there).
+// proxy's added latency ends there); it is referred to, not copied, and must outlive the writer.
 class ClientWriter {
  public:
   ClientWriter(ConnState& conn, std::string head, bool chunked, std::chrono::milliseconds idle,
-               std::function<void()> on_first_write)
+               absl::FunctionRef<void()> on_first_write)
       : conn_(conn),
         pending_(std::move(head)),
         chunked_(chunked),
         idle_(idle),
-        on_first_write_(std::move(on_first_write)) {}
+        on_first_write_(on_first_write) {}
 
   // False when the agent is gone.
   asio::awaitable<bool> Write(std::string_view data, bool last) {
     char size_line[24];
-    pieces_.clear();
+    std::vector<asio::const_buffer>& pieces = conn_.pieces;
+    pieces.clear();
     if (!pending_.empty()) {
-      pieces_.push_back(asio::buffer(pending_));
+      pieces.push_back(asio::buffer(pending_));
     }
     if (!data.empty()) {
       if (chunked_) {
         const int n = std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
-        pieces_.push_back(asio::buffer(size_line, static_cast<size_t>(n)));
+        pieces.push_back(asio::buffer(size_line, static_cast<size_t>(n)));
       }
-      pieces_.push_back(asio::buffer(data.data(), data.size()));
+      pieces.push_back(asio::buffer(data.data(), data.size()));
       if (chunked_) {
-        pieces_.push_back(asio::buffer("\r\n", 2));
+        pieces.push_back(asio::buffer("\r\n", 2));
       }
     }
     if (last && chunked_) {
-      pieces_.push_back(asio::buffer("0\r\n\r\n", 5));
+      pieces.push_back(asio::buffer("0\r\n\r\n", 5));
     }
-    if (pieces_.empty()) {
+    if (pieces.empty()) {
       co_return true;
     }
-    if (on_first_write_) {
-      std::exchange(on_first_write_, nullptr)();
+    if (!written_) {
+      written_ = true;
+      on_first_write_();
     }
     error_code ec;
     conn_.watchdog.SetClient(idle_);
-    co_await WriteSoonest(conn_.client, pieces_, ec);
+    co_await WriteSoonest(conn_.client, pieces, ec);
     pending_.clear();
     co_return !ec;
   }
@@ -238,8 +245,8 @@ class ClientWriter {
   std::string pending_;
   const bool chunked_;
   const std::chrono::milliseconds idle_;
-  std::function<void()> on_first_write_;
-  std::vector<asio::const_buffer> pieces_;
+  absl::FunctionRef<void()> on_first_write_;
+  bool written_ = false;
 };
 
 // How one request/response exchange ended.
@@ -261,7 +268,6 @@ struct MeteringProxy::Impl {
   using UpstreamConn = proxy_internal::UpstreamConn;
   template <class T>
   using awaitable = boost::asio::awaitable<T>;
-  using Request = boost::beast::http::request<boost::beast::http::string_body>;
 
   struct Listener {
     explicit Listener(asio::io_context& io) : acceptor(io) {}
@@ -344,9 +350,9 @@ struct MeteringProxy::Impl {
       ConnState& conn, beast::flat_buffer& buffer);
   // Sends `out` upstream (once more on a fresh connection when a reused one turned out dead)
   // and relays the response.
-  asio::awaitable<Exchange> Forward(Listener& listener, ConnState& conn,
-                                    http::request<http::string_body>& out, const RequestPlan& plan,
-                                    bool head_request, int client_version, bool& keep_alive,
+  asio::awaitable<Exchange> Forward(Listener& listener, ConnState& conn, const OutgoingRequest& out,
+                                    const RequestPlan& plan, bool head_request, int client_version,
+                                    bool& keep_alive,
                                     std::chrono::steady_clock::time_point request_read);
   asio::awaitable<bool> Connect(const Upstream& upstream, UpstreamConn& up,
                                 const std::string& instance);
@@ -354,13 +360,13 @@ struct MeteringProxy::Impl {
   // how the exchange ends (a reused connection that failed before any response byte: retry).
   template <class Stream>
   asio::awaitable<std::optional<Exchange>> SendRequest(
-      Stream& upstream_stream, ConnState& conn, Request& out, bool reused,
+      Stream& upstream_stream, ConnState& conn, const OutgoingRequest& out, bool reused,
       http::response_parser<http::buffer_body>& parser, const std::string& instance);
   template <class Stream>
   asio::awaitable<Exchange> Relay(Stream& upstream_stream, UpstreamConn& up, ConnState& conn,
-                                  http::request<http::string_body>& out, bool reused,
-                                  const RequestPlan& plan, bool head_request, int client_version,
-                                  bool& keep_alive, const std::string& instance,
+                                  const OutgoingRequest& out, bool reused, const RequestPlan& plan,
+                                  bool head_request, int client_version, bool& keep_alive,
+                                  const std::string& instance,
                                   std::chrono::steady_clock::duration added_before);
   void Report(const std::string& instance, const RequestPlan& plan, const ResponseMeter& meter,
               unsigned status);

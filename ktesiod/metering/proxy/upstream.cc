@@ -10,16 +10,21 @@
 namespace ktesio::daemon::metering {
 
 std::string Upstream::TargetFor(std::string_view client_target) const {
-  std::string target = base_path;
-  if (client_target.empty() || client_target.front() != '/') {
-    target.push_back('/');
-  }
-  target.append(client_target);
-  if (!base_query.empty()) {
-    target.push_back(client_target.find('?') == std::string_view::npos ? '?' : '&');
-    target.append(base_query);
-  }
+  std::string target;
+  AppendTargetFor(client_target, target);
   return target;
+}
+
+void Upstream::AppendTargetFor(std::string_view client_target, std::string& out) const {
+  out.append(base_path);
+  if (client_target.empty() || client_target.front() != '/') {
+    out.push_back('/');
+  }
+  out.append(client_target);
+  if (!base_query.empty()) {
+    out.push_back(client_target.find('?') == std::string_view::npos ? '?' : '&');
+    out.append(base_query);
+  }
 }
 
 absl::StatusOr<Upstream> ParseUpstream(std::string_view key, std::string_view url) {

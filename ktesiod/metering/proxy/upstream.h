@@ -19,6 +19,8 @@ struct Upstream {
 
   // The target sent upstream for a client's request target ("/chat/completions?x=1").
   std::string TargetFor(std::string_view client_target) const;
+  // The same, appended to `out`.
+  void AppendTargetFor(std::string_view client_target, std::string& out) const;
 };
 
 // Parses an http:// or https:// URL without userinfo or fragment. Errors: INVALID_ARGUMENT with

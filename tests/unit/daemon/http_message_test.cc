@@ -98,6 +98,22 @@ TEST(HttpMessage, ABodilessResponseKeepsTheProvidersLengthAndGetsAReasonWhenItHa
             "HTTP/1.1 204 No Content\r\n\r\n");
 }
 
+// Parses the bytes UpstreamRequest would send, as the provider would (the whole message).
+http::request<http::string_body> ParseSent(const OutgoingRequest& sent) {
+  const std::string wire = sent.head + sent.body;
+  http::request_parser<http::string_body> parser;
+  parser.eager(true);
+  boost::system::error_code ec;
+  const size_t used = parser.put(boost::asio::buffer(wire), ec);
+  EXPECT_FALSE(ec) << ec.message() << " in: " << wire;
+  if (!parser.is_done() && !ec) {
+    parser.put_eof(ec);
+  }
+  EXPECT_TRUE(parser.is_done()) << wire;
+  EXPECT_EQ(used, wire.size()) << wire;
+  return parser.release();
+}
+
 TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) {
   absl::StatusOr<Upstream> upstream =
       ParseUpstream("metering.upstream_base_url", "http://api.example.com:8080/v1");
@@ -113,8 +129,10 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
   request.prepare_payload();
   RequestPlan plan;
   plan.body = R"({"model":"m","stream":true,"stream_options":{"include_usage":true}})";
-  http::request<http::string_body> out =
-      UpstreamRequest(request, "/chat/completions", *upstream, plan);
+  const OutgoingRequest sent = UpstreamRequest(request, "/chat/completions", *upstream, plan);
+  EXPECT_TRUE(sent.post);
+  // What goes on the wire, read back as the provider reads it.
+  const http::request<http::string_body> out = ParseSent(sent);
   EXPECT_EQ(out.method(), http::verb::post);
   EXPECT_EQ(std::string(out.target()), "/v1/chat/completions");
   EXPECT_EQ(out.version(), 11u);
@@ -122,7 +140,9 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
   EXPECT_EQ(std::string(out[http::field::authorization]), "Bearer k");
   EXPECT_EQ(std::string(out[http::field::accept_encoding]), "identity");
   EXPECT_EQ(out.count(http::field::expect), 0u);
+  EXPECT_EQ(out.count(http::field::connection), 0u);
   EXPECT_EQ(out.count("X-Hop"), 0u);
+  EXPECT_EQ(out.count(http::field::host), 1u);
   EXPECT_EQ(out.body(), *plan.body);
   EXPECT_EQ(std::string(out[http::field::content_length]), std::to_string(plan.body->size()));
   EXPECT_TRUE(out.keep_alive());
@@ -130,11 +150,17 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
   http::request<http::string_body> own{http::verb::post, "/embeddings", 11};
   own.body() = R"({"input":"x"})";
   own.prepare_payload();
-  http::request<http::string_body> forwarded = UpstreamRequest(own, "/embeddings", *upstream, {});
+  const http::request<http::string_body> forwarded =
+      ParseSent(UpstreamRequest(own, "/embeddings", *upstream, {}));
   EXPECT_EQ(forwarded.body(), R"({"input":"x"})");
   EXPECT_EQ(std::string(forwarded[http::field::content_length]), "13");
-  http::request<http::string_body> get{http::verb::get, "/models", 11};
-  http::request<http::string_body> plain = UpstreamRequest(get, "/models", *upstream, {});
+  http::request<http::string_body> get{http::verb::get, "/models?x=1", 11};
+  const OutgoingRequest plain_sent = UpstreamRequest(get, "/models?x=1", *upstream, {});
+  EXPECT_FALSE(plain_sent.post);
+  EXPECT_EQ(plain_sent.head,
+            "GET /v1/models?x=1 HTTP/1.1\r\nHost: api.example.com:8080\r\n"
+            "Accept-Encoding: identity\r\n\r\n");
+  const http::request<http::string_body> plain = ParseSent(plain_sent);
   EXPECT_EQ(plain.count(http::field::content_length), 0u);
 }
 

@@ -185,6 +185,48 @@ TEST(ResponseMeterTest, InjectedUsageChunkIsStrippedAtAnySplitAndCrLf) {
   EXPECT_EQ(meter.usage(), (TokenUsage{9, 3}));
 }
 
+TEST(ResponseMeterTest, AResetMeterMetersTheNextResponseAsANewOneWould) {
+  std::string expected(kChatStream);
+  const std::string usage_event =
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3}}\n\n";
+  expected.erase(expected.find(usage_event), usage_event.size());
+  ResponseMeter meter(ApiShape::kAnthropicMessages, false);
+  // A first response cut mid-event, with a partial line, held bytes and Anthropic state behind.
+  meter.Reset(ApiShape::kChatCompletions, true);
+  meter.Begin(200, "text/event-stream");
+  std::string ignored;
+  meter.Feed(std::string(kChatStream).substr(0, 130) + "\r", ignored);
+  // Then: a stripped stream, a JSON body, an error and a GET, each as a new meter meters it.
+  meter.Reset(ApiShape::kChatCompletions, true);
+  meter.Begin(200, "text/event-stream");
+  EXPECT_EQ(Meter(meter, kChatStream, 7), expected);
+  EXPECT_EQ(meter.outcome(), Outcome::kKnown);
+  EXPECT_EQ(meter.usage(), (TokenUsage{9, 3}));
+  meter.Reset(ApiShape::kChatCompletions, false);
+  meter.Begin(200, "application/json");
+  const std::string json = R"({"usage":{"prompt_tokens":4,"completion_tokens":2}})";
+  EXPECT_EQ(Meter(meter, json, 5), json);
+  EXPECT_EQ(meter.usage(), (TokenUsage{4, 2}));
+  meter.Reset(ApiShape::kChatCompletions, false);
+  meter.Begin(500, "application/json");
+  EXPECT_EQ(Meter(meter, json, 64), json);
+  EXPECT_EQ(meter.outcome(), Outcome::kNotMetered);
+  meter.Reset(ApiShape::kChatCompletions, false, false);
+  meter.Begin(200, "application/json");
+  EXPECT_EQ(Meter(meter, json, 64), json);
+  EXPECT_EQ(meter.outcome(), Outcome::kNotMetered);
+  EXPECT_FALSE(meter.streaming());
+  // A cut JSON body leaves usage unknown, and the next reset forgets that too.
+  meter.Reset(ApiShape::kChatCompletions, false);
+  meter.Begin(200, "application/json");
+  EXPECT_EQ(Meter(meter, json.substr(0, 20), 64, false), json.substr(0, 20));
+  EXPECT_EQ(meter.outcome(), Outcome::kUnknown);
+  meter.Reset(ApiShape::kChatCompletions, false);
+  meter.Begin(200, "application/json");
+  EXPECT_EQ(Meter(meter, json, 64), json);
+  EXPECT_EQ(meter.outcome(), Outcome::kKnown);
+}
+
 TEST(ResponseMeterTest, EveryLineEndingSseAllowsEndsALineWhereverThePiecesSplit) {
   for (const std::string ending : {"\n", "\r\n", "\r"}) {
     std::string stream;
