@@ -266,16 +266,27 @@ namespace {
 // Whether an event's data can carry usage: some `"usage"` key whose value is an object. Most
 // stream events (every content delta, `"usage":null` chunks) fail this cheap test and are never
 // parsed.
-// The next `"usage"` in `data` from `from`, or npos. memmem rather than string_view::find, which
-// stops at every '"' (a content delta is mostly quotes and short strings).
+// The next `"usage"` in `data` from `from`, or npos. It looks for the key's 'g' with memchr and
+// compares around it: 'g' is rare in stream events, where '"' (string_view::find's first
+// character) is everywhere, and glibc's memmem set up a shift table on each of the two calls
+// per event (3 % of the proxy thread).
 size_t FindUsageKey(std::string_view data, size_t from) {
   constexpr std::string_view kKey = "\"usage\"";
-  if (from >= data.size()) {
-    return std::string_view::npos;
+  constexpr size_t kAt = 4;  // kKey[kAt] == 'g'
+  size_t at = from + kAt;
+  while (at + (kKey.size() - kAt) <= data.size()) {
+    const void* hit =
+        std::memchr(data.data() + at, 'g', data.size() - at - (kKey.size() - kAt - 1));
+    if (hit == nullptr) {
+      break;
+    }
+    const size_t g = static_cast<size_t>(static_cast<const char*>(hit) - data.data());
+    if (data.compare(g - kAt, kKey.size(), kKey) == 0) {
+      return g - kAt;
+    }
+    at = g + 1;
   }
-  const void* hit = memmem(data.data() + from, data.size() - from, kKey.data(), kKey.size());
-  return hit == nullptr ? std::string_view::npos
-                        : static_cast<size_t>(static_cast<const char*>(hit) - data.data());
+  return std::string_view::npos;
 }
 
 bool MayCarryUsage(std::string_view data) {

@@ -88,6 +88,8 @@ class Parser {
       ++pos_;
       return true;
     }
+    // Room for a small object's members at once (the metering proxy parses a few per call).
+    out.members.reserve(4);
     while (true) {
       SkipSpace();
       std::string key;

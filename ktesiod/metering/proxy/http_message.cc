@@ -86,7 +86,7 @@ std::string ResponseHead(const http::response_header<>& response, ResponseFramin
 }
 
 OutgoingRequest UpstreamRequest(http::request<http::string_body>& request, std::string_view target,
-                                const Upstream& upstream, const RequestPlan& plan) {
+                                const Upstream& upstream, RequestPlan& plan) {
   OutgoingRequest out;
   out.post = request.method() == http::verb::post;
   // The head is written as bytes: a Beast message built field by field, then serialised, was a
@@ -110,7 +110,7 @@ OutgoingRequest UpstreamRequest(http::request<http::string_body>& request, std::
   head.append("Accept-Encoding: identity\r\n");
   const bool had_body = request.has_content_length() || request.chunked();
   if (plan.body.has_value()) {
-    out.body = *plan.body;
+    out.body = std::move(*plan.body);
   } else {
     out.body = std::move(request.body());  // not copied: a request body may be megabytes
   }

@@ -99,10 +99,10 @@ struct OutgoingRequest {
 
 // The request sent to the provider for the agent's `request` to `target` (the path below the
 // agent's prefix): HTTP/1.1, end-to-end fields only, the upstream's Host, identity encoding
-// (usage must stay readable), the planned body when the plan rewrote it (else the agent's, moved
-// out of `request`), a Content-Length whenever there is a body, and kept alive.
+// (usage must stay readable), the planned body when the plan rewrote it (moved out of `plan`; else
+// the agent's, moved out of `request`), a Content-Length whenever there is a body, and kept alive.
 OutgoingRequest UpstreamRequest(http::request<http::string_body>& request, std::string_view target,
-                                const Upstream& upstream, const RequestPlan& plan);
+                                const Upstream& upstream, RequestPlan& plan);
 
 // Only the agent's base URL is served: `target` must start with `prefix` ("/kt-<secret>")
 // followed by '/', '?' or its end; the prefix is then removed from `target`. An empty prefix

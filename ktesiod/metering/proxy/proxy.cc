@@ -250,7 +250,7 @@ asio::awaitable<void> MeteringProxy::Impl::Exchanges(std::shared_ptr<Listener> l
       co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
       co_return;
     }
-    const RequestPlan plan = PlanRequest(method, target, request.body());
+    RequestPlan plan = PlanRequest(method, target, request.body());
     const std::shared_ptr<const Upstream> upstream = listener->upstream;
     if (listener->blocked && plan.shape != ApiShape::kOther) {
       // The budget is spent: the call never reaches the provider (and costs nothing).

@@ -128,7 +128,9 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
   request.body() = R"({"model":"m","stream":true})";
   request.prepare_payload();
   RequestPlan plan;
-  plan.body = R"({"model":"m","stream":true,"stream_options":{"include_usage":true}})";
+  const std::string planned =
+      R"({"model":"m","stream":true,"stream_options":{"include_usage":true}})";
+  plan.body = planned;
   const OutgoingRequest sent = UpstreamRequest(request, "/chat/completions", *upstream, plan);
   EXPECT_TRUE(sent.post);
   // What goes on the wire, read back as the provider reads it.
@@ -143,19 +145,20 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
   EXPECT_EQ(out.count(http::field::connection), 0u);
   EXPECT_EQ(out.count("X-Hop"), 0u);
   EXPECT_EQ(out.count(http::field::host), 1u);
-  EXPECT_EQ(out.body(), *plan.body);
-  EXPECT_EQ(std::string(out[http::field::content_length]), std::to_string(plan.body->size()));
+  EXPECT_EQ(out.body(), planned);
+  EXPECT_EQ(std::string(out[http::field::content_length]), std::to_string(planned.size()));
   EXPECT_TRUE(out.keep_alive());
   // Without a rewrite the agent's own body goes; a request without one declares none.
+  RequestPlan no_rewrite;
   http::request<http::string_body> own{http::verb::post, "/embeddings", 11};
   own.body() = R"({"input":"x"})";
   own.prepare_payload();
   const http::request<http::string_body> forwarded =
-      ParseSent(UpstreamRequest(own, "/embeddings", *upstream, {}));
+      ParseSent(UpstreamRequest(own, "/embeddings", *upstream, no_rewrite));
   EXPECT_EQ(forwarded.body(), R"({"input":"x"})");
   EXPECT_EQ(std::string(forwarded[http::field::content_length]), "13");
   http::request<http::string_body> get{http::verb::get, "/models?x=1", 11};
-  const OutgoingRequest plain_sent = UpstreamRequest(get, "/models?x=1", *upstream, {});
+  const OutgoingRequest plain_sent = UpstreamRequest(get, "/models?x=1", *upstream, no_rewrite);
   EXPECT_FALSE(plain_sent.post);
   EXPECT_EQ(plain_sent.head,
             "GET /v1/models?x=1 HTTP/1.1\r\nHost: api.example.com:8080\r\n"

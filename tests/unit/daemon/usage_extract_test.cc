@@ -3,6 +3,7 @@
 
 #include "metering/usage_extract.h"
 
+#include <optional>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -183,6 +184,33 @@ TEST(ResponseMeterTest, InjectedUsageChunkIsStrippedAtAnySplitAndCrLf) {
   EXPECT_EQ(out.find("prompt_tokens"), std::string::npos);
   EXPECT_NE(out.find("[DONE]"), std::string::npos);
   EXPECT_EQ(meter.usage(), (TokenUsage{9, 3}));
+}
+
+TEST(ResponseMeterTest, TheUsageKeyIsFoundWhereverItAndLookalikesSit) {
+  struct Case {
+    std::string data;
+    std::optional<TokenUsage> usage;
+  };
+  const Case cases[] = {
+      // Lookalikes first ("g" everywhere, the key as a value, a null usage), then the real one.
+      {R"({"a":"ggg","b":"usage","usage":null,"usage" : {"prompt_tokens":1,"completion_tokens":2}})",
+       TokenUsage{1, 2}},
+      {R"({"usage":{"prompt_tokens":3,"completion_tokens":4}})", TokenUsage{3, 4}},
+      {R"({"x":"usag","y":"g"})", std::nullopt},
+      {R"({"usage":"g"})", std::nullopt},
+      {"g", std::nullopt},
+      {"\"usage\"", std::nullopt},
+  };
+  for (const Case& c : cases) {
+    ResponseMeter meter(ApiShape::kChatCompletions, false);
+    meter.Begin(200, "text/event-stream");
+    const std::string stream = "data: " + c.data + "\n\n";
+    EXPECT_EQ(Meter(meter, stream, 3), stream) << c.data;
+    EXPECT_EQ(meter.outcome() == Outcome::kKnown, c.usage.has_value()) << c.data;
+    if (c.usage.has_value()) {
+      EXPECT_EQ(meter.usage(), *c.usage) << c.data;
+    }
+  }
 }
 
 TEST(ResponseMeterTest, AResetMeterMetersTheNextResponseAsANewOneWould) {
