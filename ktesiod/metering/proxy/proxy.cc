@@ -198,7 +198,7 @@ asio::awaitable<void> MeteringProxy::Impl::Accept(std::shared_ptr<Listener> list
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
-    socket.non_blocking(true, ec);  // WriteSoonest's first attempt never waits
+    socket.non_blocking(true, ec);  // WriteNow never waits
     auto conn = std::make_shared<ConnState>(std::move(socket));
     std::erase_if(listener->connections, [](const auto& weak) { return weak.expired(); });
     listener->connections.push_back(conn);

@@ -64,23 +64,25 @@ inline bool WouldBlock(const error_code& ec) {
   return ec == asio::error::would_block || ec == asio::error::try_again;
 }
 
-// Writes `pieces` to a plain socket: as far as the socket takes them at once, then (only when its
-// send buffer filled) the rest asynchronously. An asynchronous write that completes at once still
-// costs a posted completion and a poll of the reactor, and almost every write to a loopback
-// socket fits its buffer. The socket is in non-blocking mode (set when it opens), so the first
-// attempt never waits; a full buffer just writes less, or nothing.
+// Writes to a plain socket as much of `pieces` as it takes at once, and returns how much (0, with
+// `ec` clear, when its send buffer is full). An asynchronous write that completes at once still
+// costs a posted completion and a poll of the reactor, and a coroutine frame around it; almost
+// every write to a loopback socket fits its buffer. The socket is in non-blocking mode (set when
+// it opens), so this never waits.
 template <class Buffers>
-asio::awaitable<void> WriteSoonest(beast::tcp_stream& stream, const Buffers& pieces,
-                                   error_code& ec) {
-  const size_t total = asio::buffer_size(pieces);
-  size_t written = stream.socket().write_some(pieces, ec);
+size_t WriteNow(beast::tcp_stream& stream, const Buffers& pieces, error_code& ec) {
+  const size_t written = stream.socket().write_some(pieces, ec);
   if (WouldBlock(ec)) {
     ec = {};
-    written = 0;
+    return 0;
   }
-  if (ec || written == total) {
-    co_return;
-  }
+  return ec ? 0 : written;
+}
+
+// What WriteNow left of `pieces` (all but the first `written` bytes), asynchronously.
+template <class Buffers>
+asio::awaitable<void> WriteRest(beast::tcp_stream& stream, const Buffers& pieces, size_t written,
+                                error_code& ec) {
   beast::buffers_suffix<Buffers> rest(pieces);
   rest.consume(written);
   co_await asio::async_write(stream, rest, Await(ec));
@@ -205,9 +207,10 @@ class ClientWriter {
         idle_(idle),
         on_first_write_(on_first_write) {}
 
-  // False when the agent is gone.
-  asio::awaitable<bool> Write(std::string_view data, bool last) {
-    char size_line[24];
+  // Writes what the socket takes at once; false when the agent is gone. When the socket's buffer
+  // filled, unsent() is true and Finish must be awaited before `data` changes (the rest refers
+  // to it). Most writes complete here, without a coroutine frame.
+  bool Write(std::string_view data, bool last) {
     std::vector<asio::const_buffer>& pieces = conn_.pieces;
     pieces.clear();
     if (!pending_.empty()) {
@@ -215,8 +218,8 @@ class ClientWriter {
     }
     if (!data.empty()) {
       if (chunked_) {
-        const int n = std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
-        pieces.push_back(asio::buffer(size_line, static_cast<size_t>(n)));
+        const int n = std::snprintf(size_line_, sizeof(size_line_), "%zx\r\n", data.size());
+        pieces.push_back(asio::buffer(size_line_, static_cast<size_t>(n)));
       }
       pieces.push_back(asio::buffer(data.data(), data.size()));
       if (chunked_) {
@@ -227,7 +230,7 @@ class ClientWriter {
       pieces.push_back(asio::buffer("0\r\n\r\n", 5));
     }
     if (pieces.empty()) {
-      co_return true;
+      return true;
     }
     if (!written_) {
       written_ = true;
@@ -235,7 +238,19 @@ class ClientWriter {
     }
     error_code ec;
     conn_.watchdog.SetClient(idle_);
-    co_await WriteSoonest(conn_.client, pieces, ec);
+    written_now_ = WriteNow(conn_.client, pieces, ec);
+    unsent_ = !ec && written_now_ < asio::buffer_size(pieces);
+    if (!unsent_) {
+      pending_.clear();
+    }
+    return !ec;
+  }
+  bool unsent() const { return unsent_; }
+  // The rest of the last Write; false when the agent is gone.
+  asio::awaitable<bool> Finish() {
+    error_code ec;
+    co_await WriteRest(conn_.client, conn_.pieces, written_now_, ec);
+    unsent_ = false;
     pending_.clear();
     co_return !ec;
   }
@@ -246,7 +261,10 @@ class ClientWriter {
   const bool chunked_;
   const std::chrono::milliseconds idle_;
   absl::FunctionRef<void()> on_first_write_;
-  bool written_ = false;
+  bool written_ = false;     // on_first_write_ has run
+  char size_line_[24] = {};  // the current chunk's size line (a piece refers to it)
+  size_t written_now_ = 0;   // what the last Write wrote at once
+  bool unsent_ = false;      // the last Write left a rest for Finish
 };
 
 // How one request/response exchange ended.

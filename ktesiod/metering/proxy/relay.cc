@@ -143,7 +143,10 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
   conn.watchdog.SetUpstream(options.idle_timeout);
   const std::array<asio::const_buffer, 2> request{asio::buffer(out.head), asio::buffer(out.body)};
   if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
-    co_await proxy_internal::WriteSoonest(upstream_stream, request, ec);
+    const size_t written = proxy_internal::WriteNow(upstream_stream, request, ec);
+    if (!ec && written < asio::buffer_size(request)) {
+      co_await proxy_internal::WriteRest(upstream_stream, request, written, ec);
+    }
   } else {
     co_await asio::async_write(upstream_stream, request, Await(ec));
   }
@@ -166,7 +169,7 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
   co_return std::nullopt;
 }
 
-// One loop relays the whole body, so its length (~95 lines with comments) is stated: each turn
+// One loop relays the whole body, so its length (~115 lines with comments) is stated: each turn
 // drains what the provider sent, writes it to the agent in one go and waits for more, and every way
 // out (done, agent gone, provider cut off) must report the call exactly once.
 template <class Stream>
@@ -217,21 +220,32 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   // A stream's head goes out at once (the agent is waiting for its first token); a plain body's
   // head goes out with the body's first bytes.
   // (When the first event already arrived with the head, both go out in one write below.)
-  if (((meter.streaming() && up.buffer.size() == 0) || done) &&
-      !co_await writer.Write(forward, done)) {
-    co_return Exchange::kClientGone;
+  if ((meter.streaming() && up.buffer.size() == 0) || done) {
+    bool sent = writer.Write(forward, done);
+    if (sent && writer.unsent()) {
+      sent = co_await writer.Finish();
+    }
+    if (!sent) {
+      co_return Exchange::kClientGone;
+    }
   }
   forward.clear();
   error_code ec;
-  bool cut = false;
   while (!done) {
     DrainBuffered(parser, up.buffer, buffer, meter, forward, ec);
-    if (!ec) {
-      done = parser.is_done();
-      if (done) {
-        meter.Finish(true, forward);
+    if (ec) {
+      break;
+    }
+    done = parser.is_done();
+    if (done) {
+      meter.Finish(true, forward);
+    }
+    if (!forward.empty() || done) {
+      bool sent = writer.Write(forward, done);
+      if (sent && writer.unsent()) {
+        sent = co_await writer.Finish();
       }
-      if ((!forward.empty() || done) && !co_await writer.Write(forward, done)) {
+      if (!sent) {
         if (!done) {
           meter.Finish(false, forward);
         }
@@ -239,35 +253,30 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
         co_return Exchange::kClientGone;
       }
       forward.clear();
-      if (done) {
-        break;
-      }
-      // Wait for the provider's next piece.
-      response.body().data = buffer.data();
-      response.body().size = buffer.size();
-      conn.watchdog.SetUpstream(options.idle_timeout);
-      co_await http::async_read_some(upstream_stream, up.buffer, parser, Await(ec));
-      arrived = std::chrono::steady_clock::now();
-      if (ec == http::error::need_buffer) {
-        ec = {};
-      }
-      meter.Feed(std::string_view(buffer.data(), buffer.size() - response.body().size), forward);
-      done = !ec && parser.is_done();
-      if (done) {
-        meter.Finish(true, forward);
-        if (!co_await writer.Write(forward, true)) {
-          Report(instance, plan, meter, status);
-          co_return Exchange::kClientGone;
-        }
-        break;
-      }
     }
-    if (ec) {
-      cut = true;
-      CountError(instance, "cut");
-      meter.Finish(false, forward);
-      co_await writer.Write(forward, false);  // relay what came; no terminating chunk
+    if (done) {
       break;
+    }
+    // Wait for the provider's next piece (parsed into `buffer`; the next turn drains the rest).
+    response.body().data = buffer.data();
+    response.body().size = buffer.size();
+    conn.watchdog.SetUpstream(options.idle_timeout);
+    co_await http::async_read_some(upstream_stream, up.buffer, parser, Await(ec));
+    arrived = std::chrono::steady_clock::now();
+    if (ec == http::error::need_buffer) {
+      ec = {};
+    }
+    meter.Feed(std::string_view(buffer.data(), buffer.size() - response.body().size), forward);
+    if (ec) {
+      break;
+    }
+  }
+  const bool cut = static_cast<bool>(ec);
+  if (cut) {  // the provider cut the body off (or sent a malformed one): relay what came
+    CountError(instance, "cut");
+    meter.Finish(false, forward);
+    if (writer.Write(forward, false) && writer.unsent()) {  // no terminating chunk
+      co_await writer.Finish();
     }
   }
   Report(instance, plan, meter, status);  // after the last byte went out
