@@ -169,7 +169,7 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
   co_return std::nullopt;
 }
 
-// One loop relays the whole body, so its length (~115 lines with comments) is stated: each turn
+// One loop relays the whole body, so its length (~120 lines with comments) is stated: each turn
 // drains what the provider sent, writes it to the agent in one go and waits for more, and every way
 // out (done, agent gone, provider cut off) must report the call exactly once.
 template <class Stream>
@@ -237,7 +237,9 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       break;
     }
     done = parser.is_done();
-    if (done) {
+    // An event stream's meter may release held bytes at the end, so it finishes before the last
+    // write; a JSON body's usage is parsed after it (the agent does not wait for the parse).
+    if (done && meter.streaming()) {
       meter.Finish(true, forward);
     }
     if (!forward.empty() || done) {
@@ -248,6 +250,8 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       if (!sent) {
         if (!done) {
           meter.Finish(false, forward);
+        } else if (!meter.streaming()) {
+          meter.Finish(true, forward);  // the provider's body was whole: its usage counts
         }
         Report(instance, plan, meter, status);
         co_return Exchange::kClientGone;
@@ -255,6 +259,9 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       forward.clear();
     }
     if (done) {
+      if (!meter.streaming()) {
+        meter.Finish(true, forward);  // appends nothing: only an event stream holds bytes back
+      }
       break;
     }
     // Wait for the provider's next piece (parsed into `buffer`; the next turn drains the rest).
