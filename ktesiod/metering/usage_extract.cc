@@ -139,11 +139,14 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
 
 void ResponseMeter::Reset(ApiShape shape, bool strip_injected_usage, bool post) {
   // Every member as a new meter has it (so a member added later cannot be forgotten here), then
-  // the three buffers back, emptied.
+  // the three buffers back, emptied. An oversized buffer is released first: assigning an empty
+  // string keeps the target's allocation.
   std::string* const buffers[] = {&body_, &event_raw_, &event_data_};
   std::string kept[3];
   for (size_t i = 0; i < 3; ++i) {
-    if (buffers[i]->capacity() <= kKeptCapacity) {
+    if (buffers[i]->capacity() > kKeptCapacity) {
+      std::string().swap(*buffers[i]);
+    } else {
       kept[i] = std::move(*buffers[i]);
       kept[i].clear();
     }
@@ -152,6 +155,10 @@ void ResponseMeter::Reset(ApiShape shape, bool strip_injected_usage, bool post) 
   for (size_t i = 0; i < 3; ++i) {
     *buffers[i] = std::move(kept[i]);
   }
+}
+
+size_t ResponseMeter::held_capacity() const {
+  return body_.capacity() + event_raw_.capacity() + event_data_.capacity();
 }
 
 void ResponseMeter::Begin(unsigned status, std::string_view content_type) {

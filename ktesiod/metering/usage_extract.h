@@ -59,6 +59,8 @@ class ResponseMeter {
   // a third of the proxy's allocations per call.
   void Reset(ApiShape shape, bool strip_injected_usage, bool post = true);
   static constexpr size_t kKeptCapacity = 64u << 10;
+  // The capacity of the meter's buffers together (what a reused meter holds between responses).
+  size_t held_capacity() const;
 
   // The response head: only 2xx responses are metered; SSE is recognized by content type.
   void Begin(unsigned status, std::string_view content_type);

@@ -169,7 +169,7 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
   co_return std::nullopt;
 }
 
-// One loop relays the whole body, so its length (~120 lines with comments) is stated: each turn
+// One loop relays the whole body, so its length (~125 lines with comments) is stated: each turn
 // drains what the provider sent, writes it to the agent in one go and waits for more, and every way
 // out (done, agent gone, provider cut off) must report the call exactly once.
 template <class Stream>
@@ -209,9 +209,6 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   std::vector<char>& buffer = conn.relay_buffer;
   buffer.resize(kRelayBuffer);
   std::string& forward = conn.forward;
-  if (forward.capacity() > ResponseMeter::kKeptCapacity) {
-    std::string().swap(forward);  // an earlier call's oversized piece is not kept
-  }
   forward.clear();
   bool done = parser.is_done();
   if (done) {
@@ -292,6 +289,12 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   }
   if (!WantsKeepAlive(response.base())) {
     up.Reset();
+  }
+  // The connection waits for the agent's next call with small buffers: what an oversized body
+  // grew is released (the call is reported, the meter's state is no longer needed).
+  meter.Reset(ApiShape::kOther, false);
+  if (forward.capacity() > ResponseMeter::kKeptCapacity) {
+    std::string().swap(forward);
   }
   co_return Exchange::kDone;
 }

@@ -253,6 +253,21 @@ TEST(ResponseMeterTest, AResetMeterMetersTheNextResponseAsANewOneWould) {
   meter.Begin(200, "application/json");
   EXPECT_EQ(Meter(meter, json, 64), json);
   EXPECT_EQ(meter.outcome(), Outcome::kKnown);
+  // Small buffers are kept for the next response; one grown by a large body is released.
+  meter.Reset(ApiShape::kChatCompletions, false);
+  meter.Begin(200, "application/json");
+  std::string forwarded;
+  meter.Feed(json, forwarded);
+  const size_t small = meter.held_capacity();
+  EXPECT_GE(small, json.size());
+  meter.Reset(ApiShape::kChatCompletions, false);
+  EXPECT_EQ(meter.held_capacity(), small);
+  const std::string large = R"({"pad":")" + std::string(1 << 20, 'x') + R"("})";
+  meter.Begin(200, "application/json");
+  meter.Feed(large, forwarded);
+  EXPECT_GE(meter.held_capacity(), large.size());
+  meter.Reset(ApiShape::kChatCompletions, false);
+  EXPECT_LT(meter.held_capacity(), ResponseMeter::kKeptCapacity);
 }
 
 TEST(ResponseMeterTest, EveryLineEndingSseAllowsEndsALineWhereverThePiecesSplit) {
