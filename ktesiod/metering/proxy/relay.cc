@@ -169,7 +169,7 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
   co_return std::nullopt;
 }
 
-// One loop relays the whole body, so its length (~125 lines with comments) is stated: each turn
+// One loop relays the whole body, so its length (~130 lines with comments) is stated: each turn
 // drains what the provider sent, writes it to the agent in one go and waits for more, and every way
 // out (done, agent gone, provider cut off) must report the call exactly once.
 template <class Stream>
@@ -223,6 +223,10 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       sent = co_await writer.Finish();
     }
     if (!sent) {
+      if (!done) {
+        meter.Finish(false, forward);
+      }
+      Report(instance, plan, meter, status);  // the provider took the call: it counts
       co_return Exchange::kClientGone;
     }
   }
