@@ -169,7 +169,7 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
   co_return std::nullopt;
 }
 
-// One loop relays the whole body, so its length (~130 lines with comments) is stated: each turn
+// One loop relays the whole body, so its length (~115 lines with comments) is stated: each turn
 // drains what the provider sent, writes it to the agent in one go and waits for more, and every way
 // out (done, agent gone, provider cut off) must report the call exactly once.
 template <class Stream>
@@ -211,29 +211,13 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   std::string& forward = conn.forward;
   forward.clear();
   bool done = parser.is_done();
-  if (done) {
-    meter.Finish(true, forward);
-  }
   // A stream's head goes out at once (the agent is waiting for its first token); a plain body's
-  // head goes out with the body's first bytes.
-  // (When the first event already arrived with the head, both go out in one write below.)
-  if ((meter.streaming() && up.buffer.size() == 0) || done) {
-    bool sent = writer.Write(forward, done);
-    if (sent && writer.unsent()) {
-      sent = co_await writer.Finish();
-    }
-    if (!sent) {
-      if (!done) {
-        meter.Finish(false, forward);
-      }
-      Report(instance, plan, meter, status);  // the provider took the call: it counts
-      co_return Exchange::kClientGone;
-    }
-  }
-  forward.clear();
+  // head goes out with the body's first bytes (and a stream's with its first event when that
+  // arrived with the head).
+  bool head_now = (meter.streaming() && up.buffer.size() == 0) || done;
   error_code ec;
-  while (!done) {
-    DrainBuffered(parser, up.buffer, buffer, meter, forward, ec);
+  while (true) {
+    DrainBuffered(parser, up.buffer, buffer, meter, forward, ec);  // none when done or empty
     if (ec) {
       break;
     }
@@ -243,7 +227,8 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
     if (done && meter.streaming()) {
       meter.Finish(true, forward);
     }
-    if (!forward.empty() || done) {
+    if (!forward.empty() || done || head_now) {
+      head_now = false;
       bool sent = writer.Write(forward, done);
       if (sent && writer.unsent()) {
         sent = co_await writer.Finish();
@@ -254,7 +239,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
         } else if (!meter.streaming()) {
           meter.Finish(true, forward);  // the provider's body was whole: its usage counts
         }
-        Report(instance, plan, meter, status);
+        Report(instance, plan, meter, status);  // the provider took the call: it counts
         co_return Exchange::kClientGone;
       }
       forward.clear();
