@@ -8,6 +8,10 @@
 #   warm_start_s     one command -> N registered, stopped agents exist again (best of REPS)
 #   pss_total_kib    PSS of the supervisor and its per-agent helpers, N agents running
 #   pss_daemon_kib   PSS of the supervisor's main process alone
+#   pss_idle_kib     the same once idle, after one status call: Ktesio after its idle memory trim
+#                    (memory_trim_idle_secs, 30 s by default), the bare gRPC server trimmed the
+#                    same way (SIGUSR1 to ktesio_bench echo-server) after one call; the peers do
+#                    not trim, so theirs is not measured again
 #   bulk_s           start of an agent `cat`ing LINES lines -> the last one is in its log
 #   per_line_s       the same, the writer making one write(2) per line (ktesio-probe)
 #   restart_ms       SIGKILL of an agent -> its replacement exists (median of KILLS, GAP_S apart)
@@ -118,6 +122,11 @@ measure_log() {  # PEER FIGURE DIR MARKER START_COMMAND...
   record "$figure" "$peer" "$("${WAIT[@]}" log "$dir" "$marker" -- "$@")"
   check_lines "$peer" "$figure" "$dir"
 }
+wait_pss_below() {  # PID KIB: until PID's PSS is below KIB (75 s at most)
+  for _ in $(seq 1 150); do (($(pss_kb "$1") < $2)) && return 0; sleep 0.5; done
+  echo "the PSS of $1 stayed at $(pss_kb "$1") KiB (waited for < $2)" >&2
+  return 1
+}
 check_lines() {  # PEER FIGURE DIR
   local n; n=$(count_lines "$3")
   ((n == LINES)) || echo "$1 $2: $n of $LINES lines in the log" >&2
@@ -132,7 +141,13 @@ awk -v n="$LINES" 'BEGIN { for (i = 0; i < n; i++) printf "line %07d xxxxxxxxxxx
 echo_server=$!
 sleep 0.3
 "$BENCH" rpc "$work/echo.sock" 1000 version >/dev/null
-record pss_daemon_kib bare-grpc "$(pss_kb "$echo_server")"
+bare_pss=$(pss_kb "$echo_server")
+record pss_daemon_kib bare-grpc "$bare_pss"
+kill -USR1 "$echo_server"
+wait_pss_below "$echo_server" $((bare_pss * 8 / 10)) || true
+"$BENCH" rpc "$work/echo.sock" 1 version >/dev/null
+sleep 0.3
+record pss_idle_kib bare-grpc "$(pss_kb "$echo_server")"
 kill "$echo_server"
 wait "$echo_server" 2>/dev/null || true
 
@@ -190,6 +205,12 @@ ktesio() {
   measure_log ktesio bulk_s "$logs/bulk/logs" "$BULK_LAST" "$KTCTL" --socket "$sock" agent start bulk
   measure_log ktesio per_line_s "$logs/perline/logs" "$PER_LINE_LAST" "$KTCTL" --socket "$sock" \
     agent start perline
+  # Quiet from here: the daemon's idle trim follows within two of its 30 s windows.
+  if wait_pss_below "$daemon" $(($(pss_kb "$daemon") * 8 / 10)); then
+    ctl agent show s-1 >/dev/null
+    sleep 0.3
+    record pss_idle_kib ktesio "$(pss_kb "$daemon")"
+  fi
   kt_stop_daemon
   wait_sleepers_gone
 }

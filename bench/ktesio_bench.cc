@@ -1,13 +1,17 @@
 // Benchmarks that need an API client: unary RPC latency (against ktesiod and against a bare
 // callback-API server answering the same RPC, side by side), and concurrent starts.
 //
-//   ktesio_bench echo-server SOCKET            serve a constant GetVersion (the bare baseline)
+//   ktesio_bench echo-server SOCKET            serve a constant GetVersion (the bare baseline);
+//                                              SIGUSR1 trims its working set the way an idle
+//                                              ktesiod does (ktesiod/memory/trim.h)
 //   ktesio_bench rpc SOCKET N METHOD           N sequential calls; METHOD = version|status|list
 //   ktesio_bench start SOCKET PREFIX N MARKER  start PREFIX0..PREFIX{N-1} concurrently; agents
 //                                              are counted as spawned by MARKER in their argv
 //
 // Prints `key value` lines; bench/run.sh collects them. Times are wall-clock on a shared,
 // noisy machine: compare figures measured in the same run only.
+
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "ktesio/v1/agent.grpc.pb.h"
 #include "ktesio/v1/system.grpc.pb.h"
+#include "memory/trim.h"
 
 namespace {
 
@@ -40,6 +45,21 @@ class BareSystemService final : public ktesio::v1::SystemService::CallbackServic
 };
 
 int EchoServer(const std::string& socket) {
+  // SIGUSR1 is taken by a thread of its own (blocked everywhere else, before gRPC starts any).
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
+  std::thread([usr1] {
+    for (int signal = 0; sigwait(&usr1, &signal) == 0;) {
+      auto report = ktesio::daemon::memory::TrimWorkingSet();
+      if (report.ok()) {
+        std::fprintf(stderr, "trimmed: resident %lu -> %lu KiB\n",
+                     static_cast<unsigned long>(report->rss_before_kib),
+                     static_cast<unsigned long>(report->rss_after_kib));
+      }
+    }
+  }).detach();
   BareSystemService service;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());

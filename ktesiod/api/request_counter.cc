@@ -59,6 +59,7 @@ const char* StatusCodeName(grpc::StatusCode code) {
 }
 
 void RequestCounter::Count(std::string_view method, grpc::StatusCode code) {
+  total_.fetch_add(1, std::memory_order_relaxed);
   std::string rpc(method.substr(method.empty() || method.front() != '/' ? 0 : 1));
   absl::MutexLock lock(&mu_);
   if (!rpcs_.contains(rpc)) {

@@ -7,6 +7,7 @@
 //
 // Thread-safety: thread-safe.
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -28,11 +29,14 @@ class RequestCounter {
   // `method` as gRPC names it ("/ktesio.v1.AgentService/StartAgent").
   void Count(std::string_view method, grpc::StatusCode code);
   std::vector<telemetry::ApiRequestCount> Snapshot() const;
+  // Every call counted so far, without taking the lock (what the idle memory trim watches).
+  uint64_t Total() const { return total_.load(std::memory_order_relaxed); }
 
   // An interceptor factory feeding this counter, for ServerBuilder::experimental().
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> Factory();
 
  private:
+  std::atomic<uint64_t> total_{0};
   mutable absl::Mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> counts_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, bool> rpcs_ ABSL_GUARDED_BY(mu_);

@@ -24,6 +24,7 @@
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/status_macros.h"
 #include "ktesio/v1/version.h"
+#include "memory/trim.h"
 #include "server/instance_lock.h"
 #include "server/listener.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -121,6 +122,8 @@ void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions&
   restart_only("socket_group", fresh.socket_group != running.socket_group);
   restart_only("metering_ca_file", fresh.metering_ca_file != running.metering_ca_file);
   restart_only("metrics_listen", fresh.metrics_listen != running.metrics_listen);
+  restart_only("memory_trim_idle_secs",
+               fresh.memory_trim_idle_secs != running.memory_trim_idle_secs);
   restart_only("otlp_*", !(fresh.otlp == running.otlp));
   restart_only("metering_max_request_bytes",
                fresh.metering_max_request_bytes != running.metering_max_request_bytes);
@@ -389,12 +392,18 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
             std::string(contract::kContractVersion), getpid(), paths.state_dir, paths.socket_path,
             paths.system_mode ? "system" : "user");
   host.ReportReady();
+  std::optional<memory::IdleTrimmer> trimmer;
+  if (options.memory_trim_idle_secs > 0) {
+    trimmer.emplace(absl::Seconds(options.memory_trim_idle_secs),
+                    [&requests] { return requests.Total(); }, log);
+  }
 
   while (host.WaitForControl() == platform::Control::kReload) {
     Reload(flags, paths, options, {log, engine_log, api.logger()}, **engine);
   }
   log->info("shutdown signal={}", std::string(host.LastControlSource()));
   host.ReportStopping();
+  trimmer.reset();
   (*listener)->Shutdown();
   telemetry->metrics.reset();  // before the engine stops: a scrape (or an export) waits on it
   telemetry->exporter.reset();

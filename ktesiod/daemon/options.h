@@ -34,6 +34,9 @@ struct DaemonOptions {
   int64_t retention_audit_secs = 365 * 86400;
   int64_t retention_ledger_secs = 90 * 86400;
   int64_t retention_interval_secs = 600;
+  // An idle daemon returns the code and heap it is not using after this many seconds without
+  // an API call (docs/operations.md "Memory when idle"); 0 = never.
+  uint32_t memory_trim_idle_secs = 30;
   std::string metrics_listen;        // the metrics endpoint's address; "" = off (docs/fleet.md)
   telemetry::OtlpFileSettings otlp;  // the otlp_* keys (the OTEL_* environment wins)
   bool check = false;                // --check: inspect the store and state dir, then exit

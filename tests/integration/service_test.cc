@@ -236,6 +236,55 @@ TEST(Service, LimitsAndTheDefaultStopWindowComeFromTheConfigFileAndReloadLive) {
   EXPECT_EQ(now.exit_code, 0) << now.err;
 }
 
+// memory_trim_idle_secs: after start-up goes quiet the daemon trims its working set once (and
+// logs it), keeps serving from the code it paged out, and trims again only after new API calls
+// have gone quiet in turn.
+TEST(Service, AnIdleDaemonTrimsItsMemoryAndKeepsServing) {
+  TempDir dir;
+  const std::string config = dir / "ktesiod.toml";
+  const std::string socket = dir / "d.sock";
+  WriteFileOrDie(config, "version = 1\nmemory_trim_idle_secs = 1\n");
+  Child daemon(
+      {KtesiodPath(), "--state-dir", dir / "state", "--socket", socket, "--config", config},
+      dir / "daemon.log");
+  ASSERT_TRUE(WaitFor([&] { return SocketAnswers(socket); }))
+      << ReadFileOrEmpty(dir / "daemon.log");
+  auto trims = [&] {
+    const std::string log = ReadFileOrEmpty(dir / "daemon.log");
+    size_t count = 0;
+    for (size_t at = log.find("memory trim: resident "); at != std::string::npos;
+         at = log.find("memory trim: resident ", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  ASSERT_TRUE(WaitFor([&] { return trims() == 1; }, std::chrono::seconds(20)))
+      << ReadFileOrEmpty(dir / "daemon.log");
+  auto ctl = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {KtctlPath(), "--socket", socket};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv);
+  };
+  // Everything still works from paged-out code: register, start, list, stop.
+  WriteFileOrDie(dir / "probe.toml",
+                 "contract_version = \"1.0.0\"\n[adapter]\nkind = \"probe\"\n"
+                 "[lifecycle.start]\nexec = \"" +
+                     ProbePath() +
+                     "\"\nargs = [\"--heartbeat-ms\", \"1000\"]\n"
+                     "[capabilities.pause]\nlinux = \"guaranteed\"\n"
+                     "[metering]\nsource = \"self-reported\"\n");
+  ASSERT_EQ(ctl({"agent", "register", "m", "--manifest", dir / "probe.toml"}).exit_code, 0);
+  RunResult start = ctl({"agent", "start", "m"});
+  ASSERT_EQ(start.exit_code, 0) << start.out << start.err;
+  RunResult list = ctl({"agent", "list", "--json"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("\"m\""), std::string::npos) << list.out;
+  ASSERT_EQ(ctl({"agent", "stop", "m"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return trims() == 2; }, std::chrono::seconds(20)))
+      << ReadFileOrEmpty(dir / "daemon.log");
+  EXPECT_EQ(ctl({"daemon", "status"}).exit_code, 0);
+}
+
 TEST(Service, TheSocketPathFromTheConfigFileUnlessAFlagChoosesOne) {
   TempDir dir;
   const std::string config = dir / "ktesiod.toml";

@@ -128,6 +128,7 @@ TEST_F(ConfigFileTest, EveryIntegerKeyChecksItsRange) {
       {"stop_timeout_secs", 0, -1, "from 0 to 86400"},
       {"max_instances", 11, 0, "from 1 to 1000000"},
       {"max_streams", 12, 100001, "from 1 to 100000"},
+      {"memory_trim_idle_secs", 0, 86401, "from 0 to 86400 (0 = never)"},
       {"retention_events_secs", 0, -1, "from 0 to 1099511627776 (0 = no limit)"},
       {"retention_interval_secs", 13, 0, "from 1 to 1099511627776"},
   };
@@ -149,6 +150,9 @@ TEST_F(ConfigFileTest, EveryIntegerKeyChecksItsRange) {
       ApplyConfigFile(Write("max_streams = 12\nretention_interval_secs = 13\n"), true, options));
   EXPECT_EQ(options.max_streams, 12u);
   EXPECT_EQ(options.retention_interval_secs, 13);
+  EXPECT_EQ(options.memory_trim_idle_secs, 30u);  // the default
+  KT_ASSERT_OK(ApplyConfigFile(Write("memory_trim_idle_secs = 5\n"), true, options));
+  EXPECT_EQ(options.memory_trim_idle_secs, 5u);
 }
 
 TEST_F(ConfigFileTest, UnknownKeysNameTheirFamily) {

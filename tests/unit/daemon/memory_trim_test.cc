@@ -1,0 +1,158 @@
+// The idle memory trim (ktesiod/memory/trim.h) on this very process: a real file mapping, real
+// madvise, the real /proc/self/maps. No fakes: what is asserted is what the kernel did.
+
+#include "memory/trim.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "spdlog/sinks/null_sink.h"
+#include "spdlog/spdlog.h"
+
+namespace ktesio::daemon::memory {
+namespace {
+
+// Pages of [at, at + length) in the page cache, by mincore.
+size_t CachedPages(void* at, size_t length) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((length + page - 1) / page);
+  if (mincore(at, length, in_core.data()) != 0) {
+    return 0;
+  }
+  size_t cached = 0;
+  for (unsigned char flag : in_core) {
+    cached += flag & 1;
+  }
+  return cached;
+}
+
+// A 4 MiB file of this test's own (so that even an unprivileged run may page it out), written,
+// synced (clean pages only: dirty ones would need writeback first) and mapped read-only.
+class MappedFile {
+ public:
+  static constexpr size_t kBytes = 4u << 20;
+
+  MappedFile() {
+    std::string templ = ::testing::TempDir() + "trim-XXXXXX";
+    fd_ = mkstemp(templ.data());
+    path_ = templ;
+    std::vector<char> chunk(1 << 16, 'k');
+    for (size_t written = 0; written < kBytes; written += chunk.size()) {
+      EXPECT_EQ(write(fd_, chunk.data(), chunk.size()), static_cast<ssize_t>(chunk.size()));
+    }
+    EXPECT_EQ(fsync(fd_), 0);
+    at_ = mmap(nullptr, kBytes, PROT_READ, MAP_PRIVATE, fd_, 0);
+  }
+  ~MappedFile() {
+    munmap(at_, kBytes);
+    close(fd_);
+    unlink(path_.c_str());
+  }
+  bool ok() const { return fd_ >= 0 && at_ != MAP_FAILED; }
+  void* at() const { return at_; }
+  // Touches every page; returns the sum of their first bytes (so nothing is optimised away).
+  uint64_t TouchAll() const {
+    uint64_t sum = 0;
+    const auto* bytes = static_cast<const volatile unsigned char*>(at_);
+    for (size_t offset = 0; offset < kBytes; offset += 4096) {
+      sum += bytes[offset];
+    }
+    return sum;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+  void* at_ = MAP_FAILED;
+};
+
+TEST(TrimWorkingSetTest, DropsTheCleanPagesOfAFileOnlyThisProcessMapsAndKeepsThemReadable) {
+  MappedFile file;
+  ASSERT_TRUE(file.ok());
+  const uint64_t sum = file.TouchAll();
+  ASSERT_EQ(sum, uint64_t{'k'} * (MappedFile::kBytes / 4096));
+  const size_t pages = MappedFile::kBytes / 4096;
+  ASSERT_GT(CachedPages(file.at(), MappedFile::kBytes), pages / 2);
+
+  absl::StatusOr<TrimReport> report = TrimWorkingSet();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GT(report->mappings, 0u);
+  EXPECT_GE(report->advised_kib, MappedFile::kBytes / 1024);
+  EXPECT_GT(report->rss_before_kib, 0u);
+  // The kernel reclaimed the file's pages: most are gone from the page cache.
+  EXPECT_LT(CachedPages(file.at(), MappedFile::kBytes), pages / 2);
+  // They fault back in with the same bytes, and this test's own code (paged out too) still runs.
+  EXPECT_EQ(file.TouchAll(), sum);
+}
+
+TEST(TrimWorkingSetTest, LeavesWritableAndAnonymousMemoryAlone) {
+  std::vector<char> heap(1 << 20, 'h');
+  void* anon = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(anon, MAP_FAILED);
+  memset(anon, 'a', 1 << 20);
+  ASSERT_TRUE(TrimWorkingSet().ok());
+  EXPECT_EQ(CachedPages(anon, 1 << 20), (1u << 20) / 4096);
+  EXPECT_EQ(static_cast<char*>(anon)[12345], 'a');
+  EXPECT_EQ(heap[54321], 'h');
+  munmap(anon, 1 << 20);
+}
+
+// Waits up to 10 s for `done`; the windows below are 50 ms, so this only bounds a broken run.
+template <typename F>
+bool Eventually(F done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+TEST(IdleTrimmerTest, TrimsAfterStartUpThenOnlyAfterNewActivityHasGoneQuiet) {
+  std::atomic<uint64_t> calls{0};
+  auto log = std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
+  IdleTrimmer trimmer(absl::Milliseconds(50), [&calls] { return calls.load(); }, log);
+  ASSERT_TRUE(Eventually([&] { return trimmer.trims() == 1; }));
+  // Quiet with no new activity: no second trim.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(trimmer.trims(), 1u);
+  // Activity, then quiet: one more.
+  calls += 3;
+  ASSERT_TRUE(Eventually([&] { return trimmer.trims() == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(trimmer.trims(), 2u);
+}
+
+TEST(IdleTrimmerTest, KeepsWaitingWhileActivityContinues) {
+  std::atomic<uint64_t> calls{0};
+  std::atomic<bool> busy{true};
+  auto log = std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
+  std::thread client([&] {
+    while (busy) {
+      calls += 1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  {
+    IdleTrimmer trimmer(absl::Milliseconds(100), [&calls] { return calls.load(); }, log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    EXPECT_EQ(trimmer.trims(), 0u);  // never a whole window without a call
+    busy = false;
+    client.join();
+    EXPECT_TRUE(Eventually([&] { return trimmer.trims() == 1; }));
+  }  // the destructor stops the thread promptly, mid-window
+}
+
+}  // namespace
+}  // namespace ktesio::daemon::memory
