@@ -394,8 +394,9 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   host.ReportReady();
   std::optional<memory::IdleTrimmer> trimmer;
   if (options.memory_trim_idle_secs > 0) {
-    trimmer.emplace(absl::Seconds(options.memory_trim_idle_secs),
-                    [&requests] { return requests.Total(); }, log);
+    trimmer.emplace(
+        absl::Seconds(options.memory_trim_idle_secs), [&requests] { return requests.Total(); },
+        log);
   }
 
   while (host.WaitForControl() == platform::Control::kReload) {

@@ -49,7 +49,8 @@ uint64_t ResidentKib() {
 
 absl::StatusOr<TrimReport> TrimWorkingSet() {
 #ifndef MADV_PAGEOUT
-  return absl::UnimplementedError("trimming the working set needs MADV_PAGEOUT (Linux 5.4 or later)");
+  return absl::UnimplementedError(
+      "trimming the working set needs MADV_PAGEOUT (Linux 5.4 or later)");
 #else
   TrimReport report;
   report.rss_before_kib = ResidentKib();
@@ -69,7 +70,8 @@ absl::StatusOr<TrimReport> TrimWorkingSet() {
         path_at == 0 || end <= start || !Trimmable(perms, line + path_at)) {
       continue;
     }
-    void* at = reinterpret_cast<void*>(start);
+    // The address arrives as text from /proc/self/maps: there is no pointer to derive it from.
+    void* at = reinterpret_cast<void*>(start);  // NOLINT(performance-no-int-to-ptr)
     const size_t length = end - start;
     // Both are advice: a mapping the kernel will not reclaim (shared with another process, a
     // file this user may not page out) is simply left as it is.

@@ -34,8 +34,8 @@
 namespace ktesio::daemon::memory {
 
 struct TrimReport {
-  uint64_t mappings = 0;      // file-backed mappings advised
-  uint64_t advised_kib = 0;   // their total size
+  uint64_t mappings = 0;     // file-backed mappings advised
+  uint64_t advised_kib = 0;  // their total size
   uint64_t rss_before_kib = 0;
   uint64_t rss_after_kib = 0;
 };

@@ -121,8 +121,10 @@ bool Eventually(F done) {
 
 TEST(IdleTrimmerTest, TrimsAfterStartUpThenOnlyAfterNewActivityHasGoneQuiet) {
   std::atomic<uint64_t> calls{0};
-  auto log = std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
-  IdleTrimmer trimmer(absl::Milliseconds(50), [&calls] { return calls.load(); }, log);
+  auto log =
+      std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
+  IdleTrimmer trimmer(
+      absl::Milliseconds(50), [&calls] { return calls.load(); }, log);
   ASSERT_TRUE(Eventually([&] { return trimmer.trims() == 1; }));
   // Quiet with no new activity: no second trim.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -137,7 +139,8 @@ TEST(IdleTrimmerTest, TrimsAfterStartUpThenOnlyAfterNewActivityHasGoneQuiet) {
 TEST(IdleTrimmerTest, KeepsWaitingWhileActivityContinues) {
   std::atomic<uint64_t> calls{0};
   std::atomic<bool> busy{true};
-  auto log = std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
+  auto log =
+      std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
   std::thread client([&] {
     while (busy) {
       calls += 1;
@@ -145,7 +148,8 @@ TEST(IdleTrimmerTest, KeepsWaitingWhileActivityContinues) {
     }
   });
   {
-    IdleTrimmer trimmer(absl::Milliseconds(100), [&calls] { return calls.load(); }, log);
+    IdleTrimmer trimmer(
+        absl::Milliseconds(100), [&calls] { return calls.load(); }, log);
     std::this_thread::sleep_for(std::chrono::milliseconds(600));
     EXPECT_EQ(trimmer.trims(), 0u);  // never a whole window without a call
     busy = false;
