@@ -26,6 +26,12 @@ constexpr int kMaxPreKillChunks = 16;  // 16 x 64 KiB = the largest pipe an unpr
 // After this long without any event the burst buffers are given back to the kernel, so a quiet
 // agent's shim returns to its small idle footprint (see ReleaseBuffers).
 constexpr int kIdleReleaseMs = 1000;
+// How long the records of a read may wait for those of the next reads before they are written:
+// a writer making one write(2) per line would otherwise cost the shim a write per line too.
+constexpr std::chrono::microseconds kFlushDelay{1000};
+// After a read that found data, the shim lets more arrive before it reads again: a writer of
+// one write(2) per line then fills the pipe without waking the shim for every line.
+constexpr long kCoalesceNs = 200'000;
 // After the agent exited, a disk that stays full must not keep the exit record from being written
 // for long: the daemon is waiting for it.
 constexpr std::chrono::seconds kExitWriteBudget{5};
@@ -95,6 +101,7 @@ Capture::Capture(const CaptureConfig& config)
 Capture::~Capture() {
   CloseStream(&out_);
   CloseStream(&err_);
+  Flush();
 }
 
 int Capture::Run() {
@@ -108,6 +115,7 @@ int Capture::Run() {
     for (int i = 0; i < kMaxPreKillChunks && ReadChunk(stream) == ReadResult::kData; ++i) {
     }
   }
+  Flush();
   // The agent is still an unreaped zombie, so its pid (= its process group id) cannot have been
   // reused: this kill can only reach the agent's own leftovers.
   kill(-config_.agent, SIGKILL);
@@ -123,6 +131,7 @@ int Capture::Run() {
   // A descendant outside the group may still hold a pipe open; stop waiting for it.
   CloseStream(&out_);
   CloseStream(&err_);
+  Flush();
   ReapOthers();
   return status;
 }
@@ -134,21 +143,46 @@ void Capture::PollOnce(int timeout_ms) {
   if (holding && (timeout_ms < 0 || timeout_ms > kIdleReleaseMs)) {
     wait_ms = kIdleReleaseMs;
   }
-  int n = poll(fds, 3, wait_ms);
-  if (n == 0 && holding) {
+  timespec wait{};
+  timespec* wait_for = nullptr;  // forever
+  if (wait_ms >= 0) {
+    wait = {wait_ms / 1000, static_cast<long>(wait_ms % 1000) * 1'000'000};
+    wait_for = &wait;
+  }
+  if (flush_at_ != kNever) {
+    // Records are held: wake by their flush time at the latest.
+    const auto left =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(flush_at_ - Clock::now());
+    const long ns = left.count() < 0 ? 0 : static_cast<long>(left.count());
+    if (wait_for == nullptr || wait_ms * 1'000'000L > ns) {
+      wait = {ns / 1'000'000'000, ns % 1'000'000'000};
+      wait_for = &wait;
+    }
+  }
+  if (coalesce_) {
+    coalesce_ = false;
+    timespec pause{0, kCoalesceNs};
+    nanosleep(&pause, nullptr);
+  }
+  const int n = ppoll(fds, 3, wait_for, nullptr);
+  if (n > 0) {
+    if (fds[0].revents != 0) {
+      ReadChunk(&out_);
+    }
+    if (fds[1].revents != 0) {
+      ReadChunk(&err_);
+    }
+    if (fds[2].revents != 0) {
+      OnSigchld();
+    }
+  }
+  // Held records go out at their time even while reads keep coming.
+  if (flush_at_ != kNever && Clock::now() >= flush_at_) {
+    Flush();
+    return;
+  }
+  if (n == 0 && holding && flush_at_ == kNever) {
     ReleaseBuffers();
-  }
-  if (n <= 0) {
-    return;  // Timeout, or EINTR (nothing is caught, but be robust).
-  }
-  if (fds[0].revents != 0) {
-    ReadChunk(&out_);
-  }
-  if (fds[1].revents != 0) {
-    ReadChunk(&err_);
-  }
-  if (fds[2].revents != 0) {
-    OnSigchld();
   }
 }
 
@@ -174,7 +208,10 @@ Capture::ReadResult Capture::ReadChunk(Stream* stream) {
   stream->framer.Feed(
       std::string_view(read_buffer_.get(), static_cast<std::size_t>(n)),
       [&](std::string_view text, bool whole) { AddRecord(*stream, ts, text, whole); });
-  Flush();
+  DeferFlush();
+  // A full buffer means the writer is ahead: read on at once. Less means it writes in small
+  // pieces: wait for more (see kCoalesceNs).
+  coalesce_ = static_cast<std::size_t>(n) < kReadChunk;
   return ReadResult::kData;
 }
 
@@ -203,7 +240,14 @@ void Capture::AddRecord(const Stream& stream, std::string_view timestamp, std::s
   }
 }
 
+void Capture::DeferFlush() {
+  if (flush_at_ == kNever && !(log_buffer_.empty() && usage_buffer_.empty())) {
+    flush_at_ = Clock::now() + kFlushDelay;
+  }
+}
+
 void Capture::Flush() {
+  flush_at_ = kNever;
   // Usage lines first: once a record is in the log, its usage line is already durable in the
   // usage file, whichever of the two a reader looks at.
   if (!usage_buffer_.empty()) {
@@ -217,6 +261,7 @@ void Capture::Flush() {
 }
 
 void Capture::ReleaseBuffers() {
+  Flush();  // never drop held records
   // Allocations this large are mmap'ed (RunShim pins M_MMAP_THRESHOLD), so freeing them really
   // returns the pages instead of leaving them resident in the heap.
   read_buffer_.reset();

@@ -51,6 +51,9 @@ class Capture {
   void AddRecord(const Stream& stream, std::string_view timestamp, std::string_view text,
                  bool whole);
   void Flush();
+  // Records of a read wait at most kFlushDelay for the reads that follow, so that a writer of
+  // many small writes costs one write(2) per batch, not one per line.
+  void DeferFlush();
   // Waits for readable pipes or SIGCHLD for at most `timeout_ms` (-1: forever) and handles them.
   void PollOnce(int timeout_ms);
   void ReleaseBuffers();
@@ -72,7 +75,10 @@ class Capture {
   TimestampFormatter timestamps_;
   bool agent_exited_ = false;  // Exited but deliberately not reaped yet (see OnSigchld).
   Clock::time_point give_up_at_ = kNever;
-  GiveUpAt give_up_fn_;  // GiveUpAtNow() for the writers.
+  Clock::time_point flush_at_ = kNever;
+  bool coalesce_ = false;  // the last read found data: let more arrive before the next  // when the
+                           // records held in log_buffer_ are written
+  GiveUpAt give_up_fn_;    // GiveUpAtNow() for the writers.
 };
 
 // The exit record for a wait status: "exited <code>" or "signaled <signo>", with '\n'.
