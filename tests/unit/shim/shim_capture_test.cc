@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <regex>
 #include <string>
 
@@ -101,6 +102,31 @@ TEST(ShimCaptureTest, CapturesABulkBurstOnBothStreamsWithoutLoss) {
   EXPECT_EQ(records.size(), static_cast<std::size_t>(2 * kLines));
   ExpectNumberedLines(records, "agent-out", "line", kLines);
   ExpectNumberedLines(records, "agent-err", "err", kLines);
+}
+
+// Records wait in the shim for at most a millisecond: the lines of an agent that then goes quiet
+// reach the log (and a usage line its file) while it still runs, with no further output or exit
+// to push them out.
+TEST(ShimCaptureTest, TheLinesOfAnAgentThatGoesQuietReachTheLogWhileItRuns) {
+  TempDir dir;
+  const std::string usage = dir.File("usage.jsonl");
+  ShimProcess shim(dir, {{"/bin/sh", "-c",
+                          "echo one; echo two >&2; echo 'KTESIO_USAGE {\"sequence\":0}'; "
+                          "exec sleep 30"},
+                         {"--usage-file", usage}});
+  ASSERT_TRUE(WaitUntil([&] { return ParseRecords(ReadLog(dir.log_dir())).size() == 3; }))
+      << ReadLog(dir.log_dir());
+  EXPECT_FALSE(IsDead(shim.pid()));
+  // Across the two streams the order is the order of the shim's reads.
+  std::vector<std::string> texts;
+  for (const Record& r : ParseRecords(ReadLog(dir.log_dir()))) {
+    texts.push_back(r.stream + " " + r.text);
+  }
+  std::sort(texts.begin(), texts.end());
+  EXPECT_EQ(texts,
+            (std::vector<std::string>{"agent-err two", "agent-out KTESIO_USAGE {\"sequence\":0}",
+                                      "agent-out one"}));
+  EXPECT_EQ(ReadFile(usage).value_or(""), "KTESIO_USAGE {\"sequence\":0}\n");
 }
 
 TEST(ShimCaptureTest, RotatesAndKeepsOnlyTheNewestSegments) {
