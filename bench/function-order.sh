@@ -102,7 +102,7 @@ kt_stop_daemon
 # only the functions the release binary has (the instrumented build keeps an out-of-line copy of
 # every inline function it entered, which the optimised build does not have).
 python3 - "$KTESIOD" "$B/ktesiod/ktesiod" "$work/trace-1" "$work/trace-2" \
-  >ktesiod/ktesiod.order <<'PY'
+  >"$work/ktesiod.order" <<'PY'
 import subprocess, sys
 def functions(binary):
     nm = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True, check=True)
@@ -110,9 +110,9 @@ def functions(binary):
         fields = line.split()
         if len(fields) == 3 and fields[1] in "TtWw":
             yield int(fields[0], 16), fields[2]
-names = {}
+names = {}  # every name at an address: aliases (C1/C2 constructors) share one
 for address, name in functions(sys.argv[1]):
-    names.setdefault(address, name)
+    names.setdefault(address, []).append(name)
 release = {name for _, name in functions(sys.argv[2])}
 seen = []
 known = set()
@@ -120,10 +120,13 @@ for trace in sys.argv[3:]:
     entries = sorted((int(order), int(offset, 16)) for order, offset in
                      (line.split() for line in open(trace)))
     for _, offset in entries:
-        name = names.get(offset)
-        if name in release and name not in known:
-            known.add(name)
-            seen.append(name)
+        for name in names.get(offset, []):
+            if name in release and name not in known:
+                known.add(name)
+                seen.append(name)
 print("\n".join(seen))
 PY
+# Only a complete list replaces the committed one.
+[[ -s $work/ktesiod.order ]] || { echo "function-order: no functions recorded" >&2; exit 1; }
+mv "$work/ktesiod.order" ktesiod/ktesiod.order
 echo "function-order: $(wc -l <ktesiod/ktesiod.order) functions in ktesiod/ktesiod.order" >&2

@@ -7,8 +7,15 @@ namespace exp = grpc::experimental;
 
 class CountingInterceptor final : public exp::Interceptor {
  public:
+  // One interceptor lives as long as its call: from its arrival to its end, whichever way it
+  // ends (finished, cancelled, the client gone), so the calls in flight are counted here.
   CountingInterceptor(exp::ServerRpcInfo* info, RequestCounter* counter)
-      : info_(info), counter_(counter) {}
+      : info_(info), counter_(counter) {
+    counter_->CallStarted();
+  }
+  ~CountingInterceptor() override { counter_->CallEnded(); }
+  CountingInterceptor(const CountingInterceptor&) = delete;
+  CountingInterceptor& operator=(const CountingInterceptor&) = delete;
 
   void Intercept(exp::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(exp::InterceptionHookPoints::PRE_SEND_STATUS)) {
@@ -59,7 +66,6 @@ const char* StatusCodeName(grpc::StatusCode code) {
 }
 
 void RequestCounter::Count(std::string_view method, grpc::StatusCode code) {
-  total_.fetch_add(1, std::memory_order_relaxed);
   std::string rpc(method.substr(method.empty() || method.front() != '/' ? 0 : 1));
   absl::MutexLock lock(&mu_);
   if (!rpcs_.contains(rpc)) {

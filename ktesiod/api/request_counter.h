@@ -29,14 +29,23 @@ class RequestCounter {
   // `method` as gRPC names it ("/ktesio.v1.AgentService/StartAgent").
   void Count(std::string_view method, grpc::StatusCode code);
   std::vector<telemetry::ApiRequestCount> Snapshot() const;
-  // Every call counted so far, without taking the lock (what the idle memory trim watches).
-  uint64_t Total() const { return total_.load(std::memory_order_relaxed); }
+  // What the idle memory trim watches, without taking the lock.
+  // Calls (streams included) that have arrived and not yet ended.
+  uint64_t InFlight() const { return in_flight_.load(std::memory_order_relaxed); }
+  void CallStarted() {
+    started_.fetch_add(1, std::memory_order_relaxed);
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void CallEnded() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+  // Calls that have arrived so far.
+  uint64_t Started() const { return started_.load(std::memory_order_relaxed); }
 
   // An interceptor factory feeding this counter, for ServerBuilder::experimental().
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> Factory();
 
  private:
-  std::atomic<uint64_t> total_{0};
+  std::atomic<uint64_t> started_{0};
+  std::atomic<uint64_t> in_flight_{0};
   mutable absl::Mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> counts_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, bool> rpcs_ ABSL_GUARDED_BY(mu_);

@@ -395,7 +395,10 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   std::optional<memory::IdleTrimmer> trimmer;
   if (options.memory_trim_idle_secs > 0) {
     trimmer.emplace(
-        absl::Seconds(options.memory_trim_idle_secs), [&requests] { return requests.Total(); },
+        absl::Seconds(options.memory_trim_idle_secs),
+        [&requests] {
+          return memory::Activity{requests.Started(), requests.InFlight()};
+        },
         log);
   }
 

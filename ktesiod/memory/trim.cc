@@ -1,19 +1,26 @@
 #include "memory/trim.h"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__GLIBC__)
 #include <malloc.h>
 #include <pthread.h>
-#include <sys/mman.h>
-#include <unistd.h>
+#endif
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 
 namespace ktesio::daemon::memory {
 
 namespace {
+
+#if defined(MADV_PAGEOUT)
 
 // Reads /proc/self/maps line by line without allocating per line: the trim runs while the
 // daemon is idle and must not itself grow the heap it is about to trim.
@@ -33,6 +40,41 @@ bool Trimmable(const char* perms, const char* path) {
   return perms[0] == 'r' && perms[1] == '-' && path[0] == '/';
 }
 
+// Whether the kernel will page out this file's pages for us: root (CAP_FOWNER), the file's
+// owner, or a user who may write it (mm/madvise.c can_do_file_pageout). Anything else is left
+// alone entirely, MADV_RANDOM included: it would only make later faults slower.
+bool MayPageOut(std::string_view path) {
+  if (geteuid() == 0) {
+    return true;
+  }
+  char name[4096];
+  if (path.size() >= sizeof name) {
+    return false;
+  }
+  std::memcpy(name, path.data(), path.size());
+  name[path.size()] = '\0';
+  struct stat st {};
+  return stat(name, &st) == 0 && (st.st_uid == geteuid() || access(name, W_OK) == 0);
+}
+
+// The running kernel knows MADV_PAGEOUT (the headers may be newer than the kernel): asked once.
+bool KernelHasPageout() {
+  static const bool known = [] {
+    const long page = sysconf(_SC_PAGESIZE);
+    void* probe = mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe == MAP_FAILED) {
+      return false;
+    }
+    const bool ok = madvise(probe, static_cast<size_t>(page), MADV_PAGEOUT) == 0;
+    munmap(probe, static_cast<size_t>(page));
+    return ok;
+  }();
+  return known;
+}
+
+#endif  // MADV_PAGEOUT
+
 }  // namespace
 
 uint64_t ResidentKib() {
@@ -48,10 +90,15 @@ uint64_t ResidentKib() {
 }
 
 absl::StatusOr<TrimReport> TrimWorkingSet() {
-#ifndef MADV_PAGEOUT
+#if !defined(MADV_PAGEOUT) || !defined(__GLIBC__)
   return absl::UnimplementedError(
-      "trimming the working set needs MADV_PAGEOUT (Linux 5.4 or later)");
+      "trimming the working set needs MADV_PAGEOUT (Linux 5.4 or later) and glibc");
 #else
+  if (!KernelHasPageout()) {
+    return absl::UnimplementedError(
+        "trimming the working set needs MADV_PAGEOUT, which this kernel refuses (Linux 5.4 or "
+        "later)");
+  }
   TrimReport report;
   report.rss_before_kib = ResidentKib();
   MapsFile maps;
@@ -60,6 +107,15 @@ absl::StatusOr<TrimReport> TrimWorkingSet() {
   }
   char line[4096 + 128];
   while (fgets(line, sizeof line, maps.file) != nullptr) {
+    const size_t length_read = strlen(line);
+    if (length_read == 0 || line[length_read - 1] != '\n') {
+      // Longer than the buffer (an escaped, very long path): skip the rest of this mapping's
+      // line, so that its tail is never read as a line of its own.
+      for (int c = fgetc(maps.file); c != EOF && c != '\n'; c = fgetc(maps.file)) {
+      }
+      continue;
+    }
+    line[length_read - 1] = '\0';
     uintptr_t start = 0;
     uintptr_t end = 0;
     char perms[5] = {};
@@ -67,14 +123,15 @@ absl::StatusOr<TrimReport> TrimWorkingSet() {
     // "start-end perms offset dev inode   path"
     if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s %*s %*s %*s %n", &start, &end, perms,
                &path_at) < 3 ||
-        path_at == 0 || end <= start || !Trimmable(perms, line + path_at)) {
+        path_at == 0 || end <= start || !Trimmable(perms, line + path_at) ||
+        !MayPageOut(line + path_at)) {
       continue;
     }
     // The address arrives as text from /proc/self/maps: there is no pointer to derive it from.
     void* at = reinterpret_cast<void*>(start);  // NOLINT(performance-no-int-to-ptr)
     const size_t length = end - start;
-    // Both are advice: a mapping the kernel will not reclaim (shared with another process, a
-    // file this user may not page out) is simply left as it is.
+    // Both are advice: pages the kernel will not reclaim (shared with another process) are
+    // simply left as they are.
     (void)madvise(at, length, MADV_RANDOM);
     if (madvise(at, length, MADV_PAGEOUT) == 0) {
       report.mappings += 1;
@@ -87,7 +144,7 @@ absl::StatusOr<TrimReport> TrimWorkingSet() {
 #endif
 }
 
-IdleTrimmer::IdleTrimmer(absl::Duration idle, std::function<uint64_t()> activity,
+IdleTrimmer::IdleTrimmer(absl::Duration idle, std::function<Activity()> activity,
                          std::shared_ptr<spdlog::logger> log)
     : idle_(idle), activity_(std::move(activity)), log_(std::move(log)) {
   thread_ = std::thread([this] { Run(); });
@@ -102,8 +159,10 @@ IdleTrimmer::~IdleTrimmer() {
 }
 
 void IdleTrimmer::Run() {
+#if defined(__GLIBC__)
   pthread_setname_np(pthread_self(), "kt-trim");
-  uint64_t seen = activity_();
+#endif
+  uint64_t seen = activity_().calls;
   bool active = true;  // start-up is activity: the first quiet window after it trims
   for (;;) {
     {
@@ -112,9 +171,11 @@ void IdleTrimmer::Run() {
         return;
       }
     }
-    const uint64_t now = activity_();
-    if (now != seen) {
-      seen = now;
+    const Activity now = activity_();
+    if (now.calls != seen || now.in_flight != 0) {
+      // A call arrived during the window, or one is still open (a long stop, a followed log):
+      // not quiet yet.
+      seen = now.calls;
       active = true;
       continue;
     }
@@ -124,8 +185,13 @@ void IdleTrimmer::Run() {
     active = false;
     absl::StatusOr<TrimReport> report = TrimWorkingSet();
     if (!report.ok()) {
-      log_->warn("memory trim off: {}", std::string(report.status().message()));
-      return;
+      if (absl::IsUnimplemented(report.status())) {
+        log_->warn("memory trim off: {}", std::string(report.status().message()));
+        return;
+      }
+      log_->warn("memory trim skipped: {}", std::string(report.status().message()));
+      active = true;  // try again after the next quiet window
+      continue;
     }
     trims_.fetch_add(1, std::memory_order_relaxed);
     log_->info("memory trim: resident {} KiB -> {} KiB ({} mappings, {} KiB advised)",

@@ -6,16 +6,14 @@
 // and start-up (store migration, manifest parsing, reconciliation) touches code that is never
 // run again, so an idle daemon keeps several MiB of code resident that nothing uses. A trim:
 //
-//   * marks every file-backed read-only or executable mapping MADV_RANDOM, so that a later page
-//     fault reads the one page it needs instead of a read-ahead window, and
-//   * asks the kernel to reclaim those mappings' pages now (MADV_PAGEOUT, Linux >= 5.4): clean
-//     file pages that only this process maps are dropped; pages other processes share, and
-//     every writable or anonymous page, are left alone (the kernel skips them);
+//   * for every file-backed, read-only or executable mapping of a file this process may page
+//     out (the kernel allows root, the file's owner, or a user who may write it): marks it
+//     MADV_RANDOM, so that a later fault reads the one page it needs instead of a read-ahead
+//     window, and asks the kernel to reclaim its pages now (MADV_PAGEOUT, Linux >= 5.4); clean
+//     file pages only this process maps are dropped, pages other processes share are left;
 //   * returns the malloc heap's free pages to the system (malloc_trim).
 //
-// The code the daemon runs afterwards faults back in, a page at a time. The kernel only pages
-// out files the caller owns or could write (root can page out any), so an unprivileged daemon
-// trims its own build and its heap but not the system's libraries.
+// The code the daemon runs afterwards faults back in, a page at a time.
 //
 // Thread-safety: TrimWorkingSet may be called from any thread; IdleTrimmer is thread-safe.
 
@@ -40,21 +38,29 @@ struct TrimReport {
   uint64_t rss_after_kib = 0;
 };
 
-// One trim of this process, as described above. Errors: UNIMPLEMENTED where the platform has no
-// MADV_PAGEOUT; INTERNAL when /proc/self/maps cannot be read. A mapping the kernel refuses is
-// skipped, not an error.
+// One trim of this process, as described above. Errors: UNIMPLEMENTED where the platform or the
+// running kernel has no MADV_PAGEOUT; INTERNAL when /proc/self/maps cannot be read (the next
+// trim tries again). A mapping the kernel refuses is skipped, not an error.
 absl::StatusOr<TrimReport> TrimWorkingSet();
 
 // Resident set size of this process in KiB (/proc/self/statm), 0 when unknown.
 uint64_t ResidentKib();
 
-// Trims once after every quiet period: when `activity()` (a counter that grows with API calls)
-// has not moved for a whole `idle` window and has moved since the last trim (start-up counts as
-// activity, so the first trim follows the boot). Wakes once per `idle` window; never trims twice
-// in a row without activity in between. Logs each trim at info.
+// What the trimmer watches: calls that have arrived, and calls (streams included) still open.
+struct Activity {
+  uint64_t calls = 0;
+  uint64_t in_flight = 0;
+};
+
+// Trims once after every quiet period: when no call arrived during a whole `idle` window, none
+// is open, and there was activity since the last trim (start-up counts as activity, so the first
+// trim follows the boot). The trim therefore comes between one and two windows after the last
+// call ended. Wakes once per `idle` window; never trims twice in a row without activity in
+// between. Logs each trim at info; stops for good (with a warning) only where trimming is
+// unsupported.
 class IdleTrimmer {
  public:
-  IdleTrimmer(absl::Duration idle, std::function<uint64_t()> activity,
+  IdleTrimmer(absl::Duration idle, std::function<Activity()> activity,
               std::shared_ptr<spdlog::logger> log);
   ~IdleTrimmer();  // stops and joins the thread
   IdleTrimmer(const IdleTrimmer&) = delete;
@@ -66,7 +72,7 @@ class IdleTrimmer {
   void Run();
 
   const absl::Duration idle_;
-  const std::function<uint64_t()> activity_;
+  const std::function<Activity()> activity_;
   const std::shared_ptr<spdlog::logger> log_;
   std::atomic<uint64_t> trims_{0};
   absl::Mutex mu_;

@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -143,6 +144,16 @@ void Capture::PollOnce(int timeout_ms) {
   if (holding && (timeout_ms < 0 || timeout_ms > kIdleReleaseMs)) {
     wait_ms = kIdleReleaseMs;
   }
+  if (coalesce_) {
+    coalesce_ = false;
+    // Never past the held records' flush time.
+    const auto left =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(flush_at_ - Clock::now()).count();
+    timespec pause{0, std::min<long>(kCoalesceNs, left < 0 ? 0 : static_cast<long>(left))};
+    if (pause.tv_nsec > 0) {
+      nanosleep(&pause, nullptr);
+    }
+  }
   timespec wait{};
   timespec* wait_for = nullptr;  // forever
   if (wait_ms >= 0) {
@@ -158,11 +169,6 @@ void Capture::PollOnce(int timeout_ms) {
       wait = {ns / 1'000'000'000, ns % 1'000'000'000};
       wait_for = &wait;
     }
-  }
-  if (coalesce_) {
-    coalesce_ = false;
-    timespec pause{0, kCoalesceNs};
-    nanosleep(&pause, nullptr);
   }
   const int n = ppoll(fds, 3, wait_for, nullptr);
   if (n > 0) {

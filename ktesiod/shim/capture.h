@@ -75,10 +75,11 @@ class Capture {
   TimestampFormatter timestamps_;
   bool agent_exited_ = false;  // Exited but deliberately not reaped yet (see OnSigchld).
   Clock::time_point give_up_at_ = kNever;
+  // When the records held in log_buffer_ and usage_buffer_ are written; kNever: none held.
   Clock::time_point flush_at_ = kNever;
-  bool coalesce_ = false;  // the last read found data: let more arrive before the next  // when the
-                           // records held in log_buffer_ are written
-  GiveUpAt give_up_fn_;    // GiveUpAtNow() for the writers.
+  // The last read did not fill the buffer: let more arrive before looking again.
+  bool coalesce_ = false;
+  GiveUpAt give_up_fn_;  // GiveUpAtNow() for the writers.
 };
 
 // The exit record for a wait status: "exited <code>" or "signaled <signo>", with '\n'.

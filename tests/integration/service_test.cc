@@ -258,8 +258,9 @@ TEST(Service, AnIdleDaemonTrimsItsMemoryAndKeepsServing) {
     }
     return count;
   };
-  ASSERT_TRUE(WaitFor([&] { return trims() == 1; }, std::chrono::seconds(20)))
+  ASSERT_TRUE(WaitFor([&] { return trims() >= 1; }, std::chrono::seconds(20)))
       << ReadFileOrEmpty(dir / "daemon.log");
+  const size_t after_boot = trims();
   auto ctl = [&](const std::vector<std::string>& args) {
     std::vector<std::string> argv = {KtctlPath(), "--socket", socket};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -280,7 +281,7 @@ TEST(Service, AnIdleDaemonTrimsItsMemoryAndKeepsServing) {
   ASSERT_EQ(list.exit_code, 0) << list.err;
   EXPECT_NE(list.out.find("\"m\""), std::string::npos) << list.out;
   ASSERT_EQ(ctl({"agent", "stop", "m"}).exit_code, 0);
-  ASSERT_TRUE(WaitFor([&] { return trims() == 2; }, std::chrono::seconds(20)))
+  ASSERT_TRUE(WaitFor([&] { return trims() > after_boot; }, std::chrono::seconds(20)))
       << ReadFileOrEmpty(dir / "daemon.log");
   EXPECT_EQ(ctl({"daemon", "status"}).exit_code, 0);
 }

@@ -4,7 +4,9 @@
 #include "memory/trim.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -37,13 +39,15 @@ size_t CachedPages(void* at, size_t length) {
 }
 
 // A 4 MiB file of this test's own (so that even an unprivileged run may page it out), written,
-// synced (clean pages only: dirty ones would need writeback first) and mapped read-only.
+// synced (clean pages only: dirty ones would need writeback first) and mapped read-only. It is
+// made in the working directory (ctest's: the build tree, on disk) because /tmp may be a tmpfs,
+// whose pages can only go to swap.
 class MappedFile {
  public:
   static constexpr size_t kBytes = 4u << 20;
 
   MappedFile() {
-    std::string templ = ::testing::TempDir() + "trim-XXXXXX";
+    std::string templ = "trim-test-XXXXXX";
     fd_ = mkstemp(templ.data());
     path_ = templ;
     std::vector<char> chunk(1 << 16, 'k');
@@ -59,6 +63,10 @@ class MappedFile {
     unlink(path_.c_str());
   }
   bool ok() const { return fd_ >= 0 && at_ != MAP_FAILED; }
+  bool on_tmpfs() const {
+    struct statfs fs {};
+    return fstatfs(fd_, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+  }
   void* at() const { return at_; }
   // Touches every page; returns the sum of their first bytes (so nothing is optimised away).
   uint64_t TouchAll() const {
@@ -79,12 +87,18 @@ class MappedFile {
 TEST(TrimWorkingSetTest, DropsTheCleanPagesOfAFileOnlyThisProcessMapsAndKeepsThemReadable) {
   MappedFile file;
   ASSERT_TRUE(file.ok());
+  if (file.on_tmpfs()) {
+    GTEST_SKIP() << "the working directory is a tmpfs: its pages can only be swapped";
+  }
   const uint64_t sum = file.TouchAll();
   ASSERT_EQ(sum, uint64_t{'k'} * (MappedFile::kBytes / 4096));
   const size_t pages = MappedFile::kBytes / 4096;
   ASSERT_GT(CachedPages(file.at(), MappedFile::kBytes), pages / 2);
 
   absl::StatusOr<TrimReport> report = TrimWorkingSet();
+  if (absl::IsUnimplemented(report.status())) {
+    GTEST_SKIP() << report.status();
+  }
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_GT(report->mappings, 0u);
   EXPECT_GE(report->advised_kib, MappedFile::kBytes / 1024);
@@ -95,15 +109,22 @@ TEST(TrimWorkingSetTest, DropsTheCleanPagesOfAFileOnlyThisProcessMapsAndKeepsThe
   EXPECT_EQ(file.TouchAll(), sum);
 }
 
-TEST(TrimWorkingSetTest, LeavesWritableAndAnonymousMemoryAlone) {
+// What a trim must never do is lose data: advice that discards pages (MADV_DONTNEED on private
+// memory zero-fills them) on the heap or an anonymous mapping would show here as lost bytes.
+TEST(TrimWorkingSetTest, KeepsTheHeapAndAnonymousMemoryIntact) {
   std::vector<char> heap(1 << 20, 'h');
   void* anon = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(anon, MAP_FAILED);
   memset(anon, 'a', 1 << 20);
-  ASSERT_TRUE(TrimWorkingSet().ok());
-  EXPECT_EQ(CachedPages(anon, 1 << 20), (1u << 20) / 4096);
-  EXPECT_EQ(static_cast<char*>(anon)[12345], 'a');
-  EXPECT_EQ(heap[54321], 'h');
+  absl::StatusOr<TrimReport> report = TrimWorkingSet();
+  if (absl::IsUnimplemented(report.status())) {
+    GTEST_SKIP() << report.status();
+  }
+  ASSERT_TRUE(report.ok()) << report.status();
+  for (size_t i = 0; i < (1u << 20); i += 4093) {
+    ASSERT_EQ(static_cast<char*>(anon)[i], 'a') << i;
+    ASSERT_EQ(heap[i], 'h') << i;
+  }
   munmap(anon, 1 << 20);
 }
 
@@ -119,12 +140,22 @@ bool Eventually(F done) {
   return done();
 }
 
+bool TrimSupported() { return !absl::IsUnimplemented(TrimWorkingSet().status()); }
+
 TEST(IdleTrimmerTest, TrimsAfterStartUpThenOnlyAfterNewActivityHasGoneQuiet) {
+  if (!TrimSupported()) {
+    GTEST_SKIP() << TrimWorkingSet().status();
+  }
   std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> open{0};
   auto log =
       std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
   IdleTrimmer trimmer(
-      absl::Milliseconds(50), [&calls] { return calls.load(); }, log);
+      absl::Milliseconds(50),
+      [&] {
+        return Activity{calls.load(), open.load()};
+      },
+      log);
   ASSERT_TRUE(Eventually([&] { return trimmer.trims() == 1; }));
   // Quiet with no new activity: no second trim.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -134,9 +165,19 @@ TEST(IdleTrimmerTest, TrimsAfterStartUpThenOnlyAfterNewActivityHasGoneQuiet) {
   ASSERT_TRUE(Eventually([&] { return trimmer.trims() == 2; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(trimmer.trims(), 2u);
+  // A call that stays open (a followed log) holds the trim off however long it lasts.
+  calls += 1;
+  open = 1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(trimmer.trims(), 2u);
+  open = 0;
+  ASSERT_TRUE(Eventually([&] { return trimmer.trims() == 3; }));
 }
 
 TEST(IdleTrimmerTest, KeepsWaitingWhileActivityContinues) {
+  if (!TrimSupported()) {
+    GTEST_SKIP() << TrimWorkingSet().status();
+  }
   std::atomic<uint64_t> calls{0};
   std::atomic<bool> busy{true};
   auto log =
@@ -148,9 +189,14 @@ TEST(IdleTrimmerTest, KeepsWaitingWhileActivityContinues) {
     }
   });
   {
+    // A 500 ms window against a call every 5 ms: only a stall of half a second looks quiet.
     IdleTrimmer trimmer(
-        absl::Milliseconds(100), [&calls] { return calls.load(); }, log);
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+        absl::Milliseconds(500),
+        [&calls] {
+          return Activity{calls.load(), 0};
+        },
+        log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     EXPECT_EQ(trimmer.trims(), 0u);  // never a whole window without a call
     busy = false;
     client.join();
