@@ -29,8 +29,8 @@ class RequestCounter {
   // `method` as gRPC names it ("/ktesio.v1.AgentService/StartAgent").
   void Count(std::string_view method, grpc::StatusCode code);
   std::vector<telemetry::ApiRequestCount> Snapshot() const;
-  // What the idle memory trim watches, without taking the lock.
-  // Calls (streams included) that have arrived and not yet ended.
+  // What the idle memory trim watches, lock-free. The interceptor calls CallStarted when a call
+  // arrives and CallEnded when it is gone; InFlight counts calls (streams included) between.
   uint64_t InFlight() const { return in_flight_.load(std::memory_order_relaxed); }
   void CallStarted() {
     started_.fetch_add(1, std::memory_order_relaxed);

@@ -30,8 +30,8 @@ constexpr int kIdleReleaseMs = 1000;
 // How long the records of a read may wait for those of the next reads before they are written:
 // a writer making one write(2) per line would otherwise cost the shim a write per line too.
 constexpr std::chrono::microseconds kFlushDelay{1000};
-// After a read that found data, the shim lets more arrive before it reads again: a writer of
-// one write(2) per line then fills the pipe without waking the shim for every line.
+// After a read that did not fill the buffer, the shim lets more arrive before it reads again: a
+// writer of one write(2) per line then fills the pipe without waking the shim for every line.
 constexpr long kCoalesceNs = 200'000;
 // After the agent exited, a disk that stays full must not keep the exit record from being written
 // for long: the daemon is waiting for it.
@@ -86,6 +86,11 @@ std::vector<pid_t> LiveDescendants(pid_t root) {
 int RemainingMs(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return left.count() < 0 ? 0 : static_cast<int>(left.count());
+}
+
+long RemainingNs(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now());
+  return left.count() < 0 ? 0 : static_cast<long>(left.count());
 }
 
 }  // namespace
@@ -147,29 +152,18 @@ void Capture::PollOnce(int timeout_ms) {
   if (coalesce_) {
     coalesce_ = false;
     // Never past the held records' flush time.
-    const auto left =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(flush_at_ - Clock::now()).count();
-    timespec pause{0, std::min<long>(kCoalesceNs, left < 0 ? 0 : static_cast<long>(left))};
+    timespec pause{0, std::min(kCoalesceNs, RemainingNs(flush_at_))};
     if (pause.tv_nsec > 0) {
       nanosleep(&pause, nullptr);
     }
   }
-  timespec wait{};
-  timespec* wait_for = nullptr;  // forever
-  if (wait_ms >= 0) {
-    wait = {wait_ms / 1000, static_cast<long>(wait_ms % 1000) * 1'000'000};
-    wait_for = &wait;
-  }
+  // -1: forever. Held records wake the loop by their flush time at the latest.
+  long wait_ns = wait_ms < 0 ? -1 : wait_ms * 1'000'000L;
   if (flush_at_ != kNever) {
-    // Records are held: wake by their flush time at the latest.
-    const auto left =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(flush_at_ - Clock::now());
-    const long ns = left.count() < 0 ? 0 : static_cast<long>(left.count());
-    if (wait_for == nullptr || wait_ms * 1'000'000L > ns) {
-      wait = {ns / 1'000'000'000, ns % 1'000'000'000};
-      wait_for = &wait;
-    }
+    wait_ns = wait_ns < 0 ? RemainingNs(flush_at_) : std::min(wait_ns, RemainingNs(flush_at_));
   }
+  timespec wait{wait_ns / 1'000'000'000, wait_ns % 1'000'000'000};
+  timespec* wait_for = wait_ns < 0 ? nullptr : &wait;
   const int n = ppoll(fds, 3, wait_for, nullptr);
   if (n > 0) {
     if (fds[0].revents != 0) {
