@@ -31,10 +31,20 @@ import urllib.request
 DEADLINE_S = 90
 
 
+_HANDED_OUT = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    # A port is free once its probe socket is closed, so the kernel may offer the same one again
+    # to the next probe: never hand one out twice (the daemons, Alertmanager and Prometheus are
+    # all given theirs before any of them binds).
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def wait_for(what, fn, timeout=DEADLINE_S, interval=0.25):
