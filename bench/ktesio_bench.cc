@@ -45,16 +45,20 @@ class BareSystemService final : public ktesio::v1::SystemService::CallbackServic
 };
 
 int EchoServer(const std::string& socket) {
-  // SIGUSR1 is taken by a thread of its own (blocked everywhere else, before gRPC starts any).
-  sigset_t usr1;
-  sigemptyset(&usr1);
-  sigaddset(&usr1, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
-  std::thread([usr1] {
-    for (int signal = 0; sigwait(&usr1, &signal) == 0;) {
-      auto report = ktesio::daemon::memory::TrimWorkingSet();
+  // SIGUSR1 (the idle trim) and SIGUSR2 (the daemon's release of start-up code) are taken by a
+  // thread of its own (blocked everywhere else, before gRPC starts any).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGUSR1);
+  sigaddset(&signals, SIGUSR2);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::thread([signals] {
+    for (int signal = 0; sigwait(&signals, &signal) == 0;) {
+      auto report = signal == SIGUSR1 ? ktesio::daemon::memory::TrimWorkingSet()
+                                      : ktesio::daemon::memory::ReleaseCode();
       if (report.ok()) {
-        std::fprintf(stderr, "trimmed: resident %lu -> %lu KiB\n",
+        std::fprintf(stderr, "%s: resident %lu -> %lu KiB\n",
+                     signal == SIGUSR1 ? "trimmed" : "code released",
                      static_cast<unsigned long>(report->rss_before_kib),
                      static_cast<unsigned long>(report->rss_after_kib));
       }

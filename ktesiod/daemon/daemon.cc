@@ -392,6 +392,16 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
             std::string(contract::kContractVersion), getpid(), paths.state_dir, paths.socket_path,
             paths.system_mode ? "system" : "user");
   host.ReportReady();
+  if (options.memory_trim_idle_secs > 0) {
+    // Queued behind the reconciliation Start() posted: once boot's work is done, the code only
+    // start-up ran is unmapped (it stays in the page cache; see memory::ReleaseCode).
+    (*engine)->Post([log] {
+      if (absl::StatusOr<memory::TrimReport> report = memory::ReleaseCode(); report.ok()) {
+        log->debug("start-up code released: resident {} KiB -> {} KiB", report->rss_before_kib,
+                   report->rss_after_kib);
+      }
+    });
+  }
   std::optional<memory::IdleTrimmer> trimmer;
   if (options.memory_trim_idle_secs > 0) {
     trimmer.emplace(

@@ -8,11 +8,17 @@
 #include <malloc.h>
 #include <pthread.h>
 #endif
+#if defined(__linux__)
+#include <elf.h>
+#include <link.h>
+#include <sys/auxv.h>
+#endif
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -75,6 +81,120 @@ bool KernelHasPageout() {
 
 #endif  // MADV_PAGEOUT
 
+#if defined(__linux__)
+
+// An address range [start, end).
+struct Range {
+  uintptr_t start = 0;
+  uintptr_t end = 0;
+};
+
+// Ranges of file-backed, non-writable mappings that hold private (anonymous) pages: a debugger's
+// breakpoints or a uprobe patched them. Dropping those pages would silently remove the patch, so
+// ReleaseCode leaves these ranges alone. Empty when /proc/self/smaps cannot be read (then
+// `readable` is false and nothing is released).
+std::vector<Range> PatchedRanges(bool& readable) {
+  std::vector<Range> patched;
+  FILE* smaps = fopen("/proc/self/smaps", "re");
+  readable = smaps != nullptr;
+  if (smaps == nullptr) {
+    return patched;
+  }
+  char line[4096 + 128];
+  Range current;
+  bool candidate = false;
+  while (fgets(line, sizeof line, smaps) != nullptr) {
+    uintptr_t start = 0;
+    uintptr_t end = 0;
+    char perms[5] = {};
+    uint64_t kib = 0;
+    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s ", &start, &end, perms) == 3) {
+      current = {start, end};
+      candidate = perms[1] == '-';
+    } else if (candidate && sscanf(line, "Anonymous: %" SCNu64, &kib) == 1 && kib > 0) {
+      patched.push_back(current);
+    }
+    const size_t length = strlen(line);
+    if (length > 0 && line[length - 1] != '\n') {
+      // The rest of an over-long line (a very long path): not a line of its own.
+      for (int c = fgetc(smaps); c != EOF && c != '\n'; c = fgetc(smaps)) {
+      }
+    }
+  }
+  fclose(smaps);
+  return patched;
+}
+
+// Whether an object's code was relocated in place (DT_TEXTREL): then its read-only segments hold
+// private copies with the relocations applied, and dropping them would break the code.
+bool HasTextRelocations(const dl_phdr_info& info) {
+  for (int i = 0; i < info.dlpi_phnum; ++i) {
+    const ElfW(Phdr)& phdr = info.dlpi_phdr[i];
+    if (phdr.p_type != PT_DYNAMIC) {
+      continue;
+    }
+    // The dynamic section, as loaded: addresses come from the loader, as integers.
+    const auto* dyn = reinterpret_cast<const ElfW(Dyn)*>(  // NOLINT(performance-no-int-to-ptr)
+        info.dlpi_addr + phdr.p_vaddr);
+    for (; dyn->d_tag != DT_NULL; ++dyn) {
+      if (dyn->d_tag == DT_TEXTREL ||
+          (dyn->d_tag == DT_FLAGS && (dyn->d_un.d_val & DF_TEXTREL) != 0)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+struct ReleaseWalk {
+  const std::vector<Range>* patched = nullptr;
+  uintptr_t vdso = 0;
+  uintptr_t page = 4096;
+  TrimReport* report = nullptr;
+};
+
+int ReleaseObject(dl_phdr_info* info, size_t /*size*/, void* data) {
+  auto& walk = *static_cast<ReleaseWalk*>(data);
+  bool is_vdso = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& phdr = info->dlpi_phdr[i];
+    if (phdr.p_type == PT_LOAD && phdr.p_offset == 0 && walk.vdso != 0 &&
+        info->dlpi_addr + phdr.p_vaddr == walk.vdso) {
+      is_vdso = true;
+    }
+  }
+  if (is_vdso || HasTextRelocations(*info)) {
+    return 0;
+  }
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& phdr = info->dlpi_phdr[i];
+    if (phdr.p_type != PT_LOAD || (phdr.p_flags & PF_W) != 0) {
+      continue;
+    }
+    // Whole pages inside the segment only: a page it shares with a neighbour stays.
+    const uintptr_t start = (info->dlpi_addr + phdr.p_vaddr + walk.page - 1) & ~(walk.page - 1);
+    const uintptr_t end = (info->dlpi_addr + phdr.p_vaddr + phdr.p_memsz) & ~(walk.page - 1);
+    if (end <= start) {
+      continue;
+    }
+    bool patched = false;
+    for (const Range& range : *walk.patched) {
+      patched = patched || (range.start < end && start < range.end);
+    }
+    if (patched) {
+      continue;
+    }
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): the segment's address, from the loader
+    if (madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED) == 0) {
+      walk.report->mappings += 1;
+      walk.report->advised_kib += (end - start) / 1024;
+    }
+  }
+  return 0;
+}
+
+#endif  // __linux__
+
 }  // namespace
 
 uint64_t ResidentKib() {
@@ -89,55 +209,86 @@ uint64_t ResidentKib() {
   return read ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024 : 0;
 }
 
-absl::StatusOr<TrimReport> TrimWorkingSet() {
-#if !defined(MADV_PAGEOUT) || !defined(__GLIBC__)
-  return absl::UnimplementedError(
-      "trimming the working set needs MADV_PAGEOUT (Linux 5.4 or later) and glibc");
+absl::StatusOr<TrimReport> ReleaseCode() {
+#if !defined(__linux__)
+  return absl::UnimplementedError("releasing code mappings needs Linux");
 #else
-  if (!KernelHasPageout()) {
-    return absl::UnimplementedError(
-        "trimming the working set needs MADV_PAGEOUT, which this kernel refuses (Linux 5.4 or "
-        "later)");
-  }
   TrimReport report;
   report.rss_before_kib = ResidentKib();
-  MapsFile maps;
-  if (maps.file == nullptr) {
-    return absl::InternalError(absl::StrCat("cannot read /proc/self/maps: ", strerror(errno)));
+  bool readable = false;
+  const std::vector<Range> patched = PatchedRanges(readable);
+  if (!readable) {
+    return absl::InternalError(absl::StrCat("cannot read /proc/self/smaps: ", strerror(errno)));
   }
-  char line[4096 + 128];
-  while (fgets(line, sizeof line, maps.file) != nullptr) {
-    const size_t length_read = strlen(line);
-    if (length_read == 0 || line[length_read - 1] != '\n') {
-      // Longer than the buffer (an escaped, very long path): skip the rest of this mapping's
-      // line, so that its tail is never read as a line of its own.
-      for (int c = fgetc(maps.file); c != EOF && c != '\n'; c = fgetc(maps.file)) {
+  ReleaseWalk walk;
+  walk.patched = &patched;
+  walk.vdso = getauxval(AT_SYSINFO_EHDR);
+  walk.page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  walk.report = &report;
+  // The loader's lock is held during the walk: no object is loaded or unloaded under it, so
+  // every range advised is still the segment it was read as.
+  dl_iterate_phdr(ReleaseObject, &walk);
+  report.rss_after_kib = ResidentKib();
+  return report;
+#endif
+}
+
+absl::StatusOr<TrimReport> TrimWorkingSet() {
+#if !defined(__linux__) || !defined(__GLIBC__)
+  return absl::UnimplementedError("trimming the working set needs Linux and glibc");
+#else
+  TrimReport report;
+  report.rss_before_kib = ResidentKib();
+#if defined(MADV_PAGEOUT)
+  if (KernelHasPageout()) {
+    MapsFile maps;
+    if (maps.file == nullptr) {
+      return absl::InternalError(absl::StrCat("cannot read /proc/self/maps: ", strerror(errno)));
+    }
+    report.paged_out = true;
+    char line[4096 + 128];
+    while (fgets(line, sizeof line, maps.file) != nullptr) {
+      const size_t length_read = strlen(line);
+      if (length_read == 0 || line[length_read - 1] != '\n') {
+        // Longer than the buffer (an escaped, very long path): skip the rest of this mapping's
+        // line, so that its tail is never read as a line of its own.
+        for (int c = fgetc(maps.file); c != EOF && c != '\n'; c = fgetc(maps.file)) {
+        }
+        continue;
       }
-      continue;
-    }
-    line[length_read - 1] = '\0';
-    uintptr_t start = 0;
-    uintptr_t end = 0;
-    char perms[5] = {};
-    int path_at = 0;
-    // "start-end perms offset dev inode   path"
-    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s %*s %*s %*s %n", &start, &end, perms,
-               &path_at) < 3 ||
-        path_at == 0 || end <= start || !Trimmable(perms, line + path_at) ||
-        !MayPageOut(line + path_at)) {
-      continue;
-    }
-    // The address arrives as text from /proc/self/maps: there is no pointer to derive it from.
-    void* at = reinterpret_cast<void*>(start);  // NOLINT(performance-no-int-to-ptr)
-    const size_t length = end - start;
-    // Both are advice: pages the kernel will not reclaim (shared with another process) are
-    // simply left as they are.
-    (void)madvise(at, length, MADV_RANDOM);
-    if (madvise(at, length, MADV_PAGEOUT) == 0) {
-      report.mappings += 1;
-      report.advised_kib += length / 1024;
+      line[length_read - 1] = '\0';
+      uintptr_t start = 0;
+      uintptr_t end = 0;
+      char perms[5] = {};
+      int path_at = 0;
+      // "start-end perms offset dev inode   path"
+      if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s %*s %*s %*s %n", &start, &end, perms,
+                 &path_at) < 3 ||
+          path_at == 0 || end <= start || !Trimmable(perms, line + path_at) ||
+          !MayPageOut(line + path_at)) {
+        continue;
+      }
+      // The address arrives as text from /proc/self/maps: there is no pointer to derive it from.
+      void* at = reinterpret_cast<void*>(start);  // NOLINT(performance-no-int-to-ptr)
+      const size_t length = end - start;
+      // Both are advice: pages the kernel will not reclaim (shared with another process) are
+      // simply left as they are.
+      (void)madvise(at, length, MADV_RANDOM);
+      if (madvise(at, length, MADV_PAGEOUT) == 0) {
+        report.mappings += 1;
+        report.advised_kib += length / 1024;
+      }
     }
   }
+#endif  // MADV_PAGEOUT
+  // What the kernel would not page out (files this user may not, pages other processes share,
+  // a kernel without MADV_PAGEOUT) is at least unmapped from this process.
+  absl::StatusOr<TrimReport> released = ReleaseCode();
+  if (!released.ok()) {
+    return released.status();
+  }
+  report.mappings += released->mappings;
+  report.advised_kib += released->advised_kib;
   malloc_trim(0);
   report.rss_after_kib = ResidentKib();
   return report;

@@ -4,18 +4,20 @@
 // idle"). Most of ktesiod's resident set is file-backed code: its own binary and the gRPC,
 // Protobuf, SQLite and OpenSSL libraries. The kernel maps code 64 KiB around every page touched,
 // and start-up (store migration, manifest parsing, reconciliation) touches code that is never
-// run again, so an idle daemon keeps several MiB of code resident that nothing uses. A trim:
+// run again, so a daemon keeps several MiB of code mapped that nothing uses. Two measures:
 //
-//   * for every file-backed, read-only or executable mapping of a file this process may page
-//     out (the kernel allows root, the file's owner, or a user who may write it): marks it
+//   * ReleaseCode, once boot's work is done and as part of every trim: unmaps the read-only
+//     segments of every loaded ELF object (MADV_DONTNEED). The pages stay in the page cache;
+//     what runs afterwards maps them back with minor faults. Any user may do this.
+//   * TrimWorkingSet, after a quiet period (IdleTrimmer): where the kernel allows it (root, the
+//     file's owner or a writer; Linux >= 5.4), first marks each read-only file mapping
 //     MADV_RANDOM, so that a later fault reads the one page it needs instead of a read-ahead
-//     window, and asks the kernel to reclaim its pages now (MADV_PAGEOUT, Linux >= 5.4); clean
-//     file pages only this process maps are dropped, pages other processes share are left;
-//   * returns the malloc heap's free pages to the system (malloc_trim).
+//     window, and asks the kernel to reclaim its pages (MADV_PAGEOUT): clean file pages only
+//     this process maps leave the page cache, shared ones stay. Then ReleaseCode, then
+//     malloc_trim returns the heap's free pages.
 //
-// The code the daemon runs afterwards faults back in, a page at a time.
-//
-// Thread-safety: TrimWorkingSet may be called from any thread; IdleTrimmer is thread-safe.
+// Thread-safety: TrimWorkingSet and ReleaseCode may be called from any thread; IdleTrimmer is
+// thread-safe.
 
 #include <atomic>
 #include <cstdint>
@@ -36,12 +38,23 @@ struct TrimReport {
   uint64_t advised_kib = 0;  // their total size
   uint64_t rss_before_kib = 0;
   uint64_t rss_after_kib = 0;
+  bool paged_out = false;  // the MADV_PAGEOUT pass ran (the kernel supports it)
 };
 
-// One trim of this process, as described above. Errors: UNIMPLEMENTED where the platform or the
-// running kernel has no MADV_PAGEOUT; INTERNAL when /proc/self/maps cannot be read (the next
-// trim tries again). A mapping the kernel refuses is skipped, not an error.
+// One trim of this process, as described above. Errors: UNIMPLEMENTED off Linux or glibc;
+// INTERNAL when /proc/self/maps or /proc/self/smaps cannot be read (the next trim tries again).
+// A mapping the kernel refuses is skipped, not an error; without MADV_PAGEOUT in the running
+// kernel the trim releases code and trims the heap only (paged_out = false).
 absl::StatusOr<TrimReport> TrimWorkingSet();
+
+// Releases this process's mappings of code and read-only data without evicting them: for every
+// loaded ELF object (the daemon's binary and its shared libraries; not the vDSO, not an object
+// with text relocations), the pages of each read-only segment are unmapped with MADV_DONTNEED.
+// They stay in the page cache, so what runs afterwards maps them back with a minor fault, no disk
+// read. Works for any user. A segment whose pages a debugger or uprobe patched is left alone.
+// Errors: UNIMPLEMENTED off Linux; INTERNAL when /proc/self/smaps cannot be read (nothing is
+// released).
+absl::StatusOr<TrimReport> ReleaseCode();
 
 // Resident set size of this process in KiB (/proc/self/statm), 0 when unknown.
 uint64_t ResidentKib();
