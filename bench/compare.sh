@@ -7,10 +7,13 @@
 #   cold_boot_s      supervisor exec -> N autostart agents exist (best of REPS)
 #   warm_start_s     one command -> N registered, stopped agents exist again (best of REPS)
 #   pss_total_kib    PSS of the supervisor and its per-agent helpers, N agents running
-#   pss_daemon_kib   PSS of the supervisor's main process alone
+#   pss_daemon_kib   PSS of the supervisor's main process alone; for the floor, the bare gRPC
+#                    server after 1,000 calls, and a second one that, as the daemon does, binds
+#                    its symbols at start (LD_BIND_NOW) and releases its start-up code (SIGUSR2)
+#                    before 1,000 more
 #   pss_idle_kib     the same once idle: Ktesio after its idle memory trim (memory_trim_idle_secs,
-#                    30 s by default) and one `agent show`, the bare gRPC server trimmed the same
-#                    way (SIGUSR1 to ktesio_bench echo-server) and one call; recorded only when
+#                    30 s by default) and one `agent show`, the second bare gRPC server trimmed
+#                    the same way (SIGUSR1 to ktesio_bench echo-server) and one call; recorded when
 #                    the trim was seen (PSS down by a fifth). The peers do not trim, so theirs is
 #                    not measured again
 #   bulk_s           start of an agent `cat`ing LINES lines -> the last one is in its log
@@ -142,11 +145,24 @@ awk -v n="$LINES" 'BEGIN { for (i = 0; i < n; i++) printf "line %07d xxxxxxxxxxx
 echo_server=$!
 sleep 0.3
 "$BENCH" rpc "$work/echo.sock" 1000 version >/dev/null
-bare_pss=$(pss_kb "$echo_server")
-record pss_daemon_kib bare-grpc "$bare_pss"
+record pss_daemon_kib bare-grpc "$(pss_kb "$echo_server")"
+kill "$echo_server"
+wait "$echo_server" 2>/dev/null || true
+# Like for like with the daemon, which binds its symbols at start (LD_BIND_NOW), releases its
+# start-up code once booted and trims when idle: a second bare server doing the same. Released
+# (SIGUSR2) and 1,000 more calls; then trimmed (SIGUSR1) and one call.
+LD_BIND_NOW=1 "$BENCH" echo-server "$work/echo2.sock" &
+echo_server=$!
+sleep 0.3
+"$BENCH" rpc "$work/echo2.sock" 1000 version >/dev/null
+kill -USR2 "$echo_server"
+sleep 0.3
+"$BENCH" rpc "$work/echo2.sock" 1000 version >/dev/null
+released_pss=$(pss_kb "$echo_server")
+record pss_daemon_kib bare-grpc-released "$released_pss"
 kill -USR1 "$echo_server"
-if wait_pss_below "$echo_server" $((bare_pss * 8 / 10)); then
-  "$BENCH" rpc "$work/echo.sock" 1 version >/dev/null
+if wait_pss_below "$echo_server" $((released_pss * 8 / 10)); then
+  "$BENCH" rpc "$work/echo2.sock" 1 version >/dev/null
   sleep 0.3
   record pss_idle_kib bare-grpc "$(pss_kb "$echo_server")"
 fi
@@ -420,7 +436,8 @@ print("%-16s %10s  %s" % ("figure", "ktesio", "  ".join("%-20s" % p for p in pee
 for figure, values in rows.items():
     kt = values.get("ktesio")
     cells = []
-    for p in peers + (["bare-grpc"] if "bare-grpc" in values else []):
+    floors = {"bare-grpc": "bare gRPC", "bare-grpc-released": "bare gRPC released"}
+    for p in peers + [f for f in floors if f in values]:
         v = values.get(p)
         if v is None:
             continue
@@ -428,6 +445,6 @@ for figure, values in rows.items():
             ratio = " (%.2f)" % (float(kt) / float(v))
         except (TypeError, ValueError, ZeroDivisionError):
             ratio = ""
-        cells.append("%-20s" % ("%s%s" % (v, ratio) if p != "bare-grpc" else "bare gRPC %s%s" % (v, ratio)))
+        cells.append("%-20s" % ("%s %s%s" % (floors[p], v, ratio) if p in floors else "%s%s" % (v, ratio)))
     print("%-16s %10s  %s" % (figure, kt, "  ".join(cells)))
 PY
