@@ -32,8 +32,10 @@ kt_workdir() {
 
 ctl() { "$KTCTL" --socket "$sock" "$@"; }
 
+# The daemon is started as the packaged unit starts it: with LD_BIND_NOW=1 (without it, it
+# re-executes itself once to bind its symbols; docs/operations.md "Memory when idle").
 kt_start_daemon() {
-  "$KTESIOD" --state-dir "$work/state" --socket "$sock" --log-level warn "$@" \
+  LD_BIND_NOW=1 "$KTESIOD" --state-dir "$work/state" --socket "$sock" --log-level warn "$@" \
     2>>"$work/ktesiod.log" &
   daemon=$!
   for _ in $(seq 1 200); do ctl daemon status >/dev/null 2>&1 && return 0; sleep 0.05; done

@@ -11,7 +11,6 @@
 #include "daemon/options.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/v1/version.h"
-#include "memory/eager_binding.h"
 #include "platform/service_host_posix.h"
 
 int main(int argc, char** argv) {
@@ -38,10 +37,6 @@ int main(int argc, char** argv) {
   if (!options->restore_from.empty()) {
     return ktesio::daemon::RunRestore(*options, options->restore_from);
   }
-  // Before any thread or descriptor exists: may re-execute this process once (same pid and
-  // arguments) so that every library symbol is bound now, not looked up after the start-up code
-  // is released.
-  ktesio::daemon::memory::EnsureEagerBinding(argv);
 #ifdef NDEBUG
   // Debian builds Abseil without NDEBUG, so every absl::Mutex acquisition — the daemon's and
   // gRPC's own (grpc_core::Mutex wraps absl::Mutex) — maintained a process-wide lock-order graph

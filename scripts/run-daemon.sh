@@ -35,7 +35,8 @@ if ((check)); then
   export KTESIO_SOCKET="$scratch/ktesiod.sock"
 fi
 
-"$bin/ktesiod/ktesiod" "${daemon_args[@]}" &
+# Bound at exec, as the packaged unit starts it (otherwise the daemon re-executes itself once).
+LD_BIND_NOW=1 "$bin/ktesiod/ktesiod" "${daemon_args[@]}" &
 daemon=$!
 trap 'kill -TERM "$daemon" 2>/dev/null; wait "$daemon"; exit 0' INT TERM
 

@@ -29,9 +29,9 @@ trap full_stop TERM INT
 
 while :; do
   if [ -n "${KTESIO_METRICS_LISTEN:-}" ]; then
-    "$ktesiod" --metrics-listen "$KTESIO_METRICS_LISTEN" "$@" &
+    LD_BIND_NOW=1 "$ktesiod" --metrics-listen "$KTESIO_METRICS_LISTEN" "$@" &
   else
-    "$ktesiod" "$@" &
+    LD_BIND_NOW=1 "$ktesiod" "$@" &
   fi
   daemon=$!
   wait "$daemon"

@@ -1,10 +1,10 @@
-// Runs memory::EnsureEagerBinding as ktesiod's main() does and reports what it saw, one line per
-// fact, for eager_binding_test.cc. "start" is written (unbuffered) before the call, so a process
-// that re-executes itself prints it twice, with the same pid.
+// Linked with ktesiod/memory/eager_binding.cc, as ktesiod is: reports what the process saw by the
+// time main() ran, one line per fact, for eager_binding_test.cc.
 
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -25,12 +25,12 @@ bool InExecEnvironment(const std::string& entry) {
 
 }  // namespace
 
-int main(int /*argc*/, char** argv) {
-  const std::string start = "start " + std::to_string(getpid()) + "\n";
-  (void)!write(STDOUT_FILENO, start.data(), start.size());
-  ktesio::daemon::memory::EnsureEagerBinding(argv);
+int main() {
   const char* bind_now = getenv("LD_BIND_NOW");
   const char* marker = getenv("KTESIOD_EAGER_BINDING");
+  std::printf("pid %d\n", static_cast<int>(getpid()));
+  std::printf("reexecuted %s\n",
+              ktesio::daemon::memory::ReexecutedForEagerBinding() ? "yes" : "no");
   std::printf("ld_bind_now %s\n", bind_now != nullptr ? bind_now : "(unset)");
   std::printf("marker %s\n", marker != nullptr ? marker : "(unset)");
   std::printf("executed_bound_now %s\n", InExecEnvironment("LD_BIND_NOW=1") ? "yes" : "no");
