@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -392,24 +393,19 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
             std::string(contract::kContractVersion), getpid(), paths.state_dir, paths.socket_path,
             paths.system_mode ? "system" : "user");
   host.ReportReady();
-  if (options.memory_trim_idle_secs > 0) {
-    // Queued behind the reconciliation Start() posted: once boot's work is done, the code only
-    // start-up ran is unmapped (it stays in the page cache; see memory::ReleaseCode).
-    (*engine)->Post([log] {
-      if (absl::StatusOr<memory::TrimReport> report = memory::ReleaseCode(); report.ok()) {
-        log->debug("start-up code released: resident {} KiB -> {} KiB", report->rss_before_kib,
-                   report->rss_after_kib);
-      }
-    });
-  }
   std::optional<memory::IdleTrimmer> trimmer;
   if (options.memory_trim_idle_secs > 0) {
+    // Boot's work is done when the engine reaches this, queued behind the reconciliation Start()
+    // posted; a second later the launches it began are through, and the code only start-up ran
+    // is unmapped (it stays in the page cache; see memory::ReleaseCode).
+    auto reconciled = std::make_shared<std::atomic<bool>>(false);
+    (*engine)->Post([reconciled] { reconciled->store(true); });
     trimmer.emplace(
         absl::Seconds(options.memory_trim_idle_secs),
         [&requests] {
           return memory::Activity{requests.Started(), requests.InFlight()};
         },
-        log);
+        [reconciled] { return reconciled->load(); }, absl::Seconds(1), log);
   }
 
   while (host.WaitForControl() == platform::Control::kReload) {

@@ -13,9 +13,11 @@
 // with it: same pid, same arguments. eager_binding.cc is linked into the ktesiod executable
 // itself (not a library), where it registers a .preinit_array function: it runs after the
 // dynamic linker has loaded the libraries and before any of them has run its initialisers, so
-// the first image costs little more than the exec. The re-executed image removes the variable
-// from its environment again before main(): nothing it starts inherits it. If the variable was
-// already set by the caller, or the re-exec fails, the daemon simply runs on as it is.
+// the first image costs little more than the exec. The re-executed image takes back the process
+// name the first one had (the kernel would name it "exe") and removes the variables from its
+// environment again before main(): nothing it starts inherits them. If LD_BIND_NOW was already
+// set by the caller, the daemon was started through the dynamic loader ("ld-linux... ktesiod"),
+// or the re-exec fails, the daemon simply runs on as it is.
 
 namespace ktesio::daemon::memory {
 

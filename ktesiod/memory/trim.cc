@@ -89,9 +89,10 @@ struct Range {
   uintptr_t end = 0;
 };
 
-// Ranges of file-backed, non-writable mappings that hold private (anonymous) pages: a debugger's
-// breakpoints or a uprobe patched them. Dropping those pages would silently remove the patch, so
-// ReleaseCode leaves these ranges alone. Empty when /proc/self/smaps cannot be read (then
+// Ranges of non-writable mappings that hold private (anonymous) pages, in memory or swapped
+// out: a debugger's breakpoints or a uprobe patched them. Dropping those pages (MADV_DONTNEED
+// discards a swapped-out copy too) would silently remove the patch, so ReleaseCode leaves these
+// ranges alone. Empty when /proc/self/smaps cannot be read (then
 // `readable` is false and nothing is released).
 std::vector<Range> PatchedRanges(bool& readable) {
   std::vector<Range> patched;
@@ -111,8 +112,12 @@ std::vector<Range> PatchedRanges(bool& readable) {
     if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s ", &start, &end, perms) == 3) {
       current = {start, end};
       candidate = perms[1] == '-';
-    } else if (candidate && sscanf(line, "Anonymous: %" SCNu64, &kib) == 1 && kib > 0) {
+    } else if (candidate &&
+               (sscanf(line, "Anonymous: %" SCNu64, &kib) == 1 ||
+                sscanf(line, "Swap: %" SCNu64, &kib) == 1) &&
+               kib > 0) {
       patched.push_back(current);
+      candidate = false;  // listed once
     }
     const size_t length = strlen(line);
     if (length > 0 && line[length - 1] != '\n') {
@@ -225,8 +230,9 @@ absl::StatusOr<TrimReport> ReleaseCode() {
   walk.vdso = getauxval(AT_SYSINFO_EHDR);
   walk.page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   walk.report = &report;
-  // The loader's lock is held during the walk: no object is loaded or unloaded under it, so
-  // every range advised is still the segment it was read as.
+  // The loader's lock is held during the walk: no object is unloaded under it, so every range
+  // advised is still mapped as the segment it was read as. (An object being loaded may already
+  // be listed before its relocation is done; its non-writable segments are not relocated.)
   dl_iterate_phdr(ReleaseObject, &walk);
   report.rss_after_kib = ResidentKib();
   return report;
@@ -296,8 +302,13 @@ absl::StatusOr<TrimReport> TrimWorkingSet() {
 }
 
 IdleTrimmer::IdleTrimmer(absl::Duration idle, std::function<Activity()> activity,
+                         std::function<bool()> booted, absl::Duration settle,
                          std::shared_ptr<spdlog::logger> log)
-    : idle_(idle), activity_(std::move(activity)), log_(std::move(log)) {
+    : idle_(idle),
+      activity_(std::move(activity)),
+      booted_(std::move(booted)),
+      settle_(settle),
+      log_(std::move(log)) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -309,18 +320,43 @@ IdleTrimmer::~IdleTrimmer() {
   thread_.join();
 }
 
+bool IdleTrimmer::Sleep(absl::Duration duration) {
+  absl::MutexLock lock(&mu_);
+  return !mu_.AwaitWithTimeout(absl::Condition(&stopping_), duration);
+}
+
+bool IdleTrimmer::ReleaseAfterBoot() {
+  while (!booted_()) {
+    if (!Sleep(absl::Milliseconds(100))) {
+      return false;
+    }
+  }
+  if (!Sleep(settle_)) {
+    return false;
+  }
+  absl::StatusOr<TrimReport> report = ReleaseCode();
+  if (report.ok()) {
+    releases_.fetch_add(1, std::memory_order_relaxed);
+    log_->debug("start-up code released: resident {} KiB -> {} KiB", report->rss_before_kib,
+                report->rss_after_kib);
+  } else {
+    log_->debug("start-up code kept: {}", std::string(report.status().message()));
+  }
+  return true;
+}
+
 void IdleTrimmer::Run() {
 #if defined(__GLIBC__)
   pthread_setname_np(pthread_self(), "kt-trim");
 #endif
   uint64_t seen = activity_().calls;
+  if (!ReleaseAfterBoot()) {
+    return;
+  }
   bool active = true;  // start-up is activity: the first quiet window after it trims
   for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), idle_)) {
-        return;
-      }
+    if (!Sleep(idle_)) {
+      return;
     }
     const Activity now = activity_();
     if (now.calls != seen || now.in_flight != 0) {

@@ -65,28 +65,37 @@ struct Activity {
   uint64_t in_flight = 0;
 };
 
-// Trims once after every quiet period: when no call arrived during a whole `idle` window, none
-// is open, and there was activity since the last trim (start-up counts as activity, so the first
-// trim follows the boot). The trim therefore comes between one and two windows after the last
-// call ended. Wakes once per `idle` window; never trims twice in a row without activity in
-// between. Logs each trim at info; stops for good (with a warning) only where trimming is
-// unsupported.
+// Releases start-up code once boot's work is done, then trims once after every quiet period.
+//
+// The release (ReleaseCode) waits until `booted` returns true (polled every 100 ms) and then
+// `settle` more, so that the launches boot began have run their course. Then: a trim when no
+// call arrived during a whole `idle` window, none is open, and there was activity since the last
+// trim (start-up counts as activity, so the first trim follows the boot). The trim therefore
+// comes between one and two windows after the last call ended. Wakes once per `idle` window;
+// never trims twice in a row without activity in between. Logs each trim at info; stops for good
+// (with a warning) only where trimming is unsupported.
 class IdleTrimmer {
  public:
-  IdleTrimmer(absl::Duration idle, std::function<Activity()> activity,
-              std::shared_ptr<spdlog::logger> log);
+  IdleTrimmer(absl::Duration idle, std::function<Activity()> activity, std::function<bool()> booted,
+              absl::Duration settle, std::shared_ptr<spdlog::logger> log);
   ~IdleTrimmer();  // stops and joins the thread
   IdleTrimmer(const IdleTrimmer&) = delete;
   IdleTrimmer& operator=(const IdleTrimmer&) = delete;
 
+  uint64_t releases() const { return releases_.load(std::memory_order_relaxed); }
   uint64_t trims() const { return trims_.load(std::memory_order_relaxed); }
 
  private:
   void Run();
+  bool ReleaseAfterBoot();              // false: stopping
+  bool Sleep(absl::Duration duration);  // false: stopping
 
   const absl::Duration idle_;
   const std::function<Activity()> activity_;
+  const std::function<bool()> booted_;
+  const absl::Duration settle_;
   const std::shared_ptr<spdlog::logger> log_;
+  std::atomic<uint64_t> releases_{0};
   std::atomic<uint64_t> trims_{0};
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

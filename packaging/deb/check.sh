@@ -62,12 +62,15 @@ gid=$(awk -F: '$1 == "ktesio" {print $3}' "$root/etc/group")
 [[ $(stat -c '%a %u' "$root/var/lib/ktesio") == "700 $uid" ]] ||
   fail "postinst did not create /var/lib/ktesio 0700 ktesio"
 
-# 4. Start the installed daemon as its unit does: ExecStart, User/Group=ktesio, a runtime
-#    directory, Type=notify (a datagram socket stands in for systemd's).
+# 4. Start the installed daemon as its unit does: ExecStart, its Environment= lines,
+#    User/Group=ktesio, a runtime directory, Type=notify (a datagram socket stands in for
+#    systemd's).
 unit=$root/usr/lib/systemd/system/ktesiod.service
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
 [[ $exec_start == "/usr/bin/ktesiod --system" ]] || fail "unexpected ExecStart: $exec_start"
 read -ra start <<<"$exec_start"
+mapfile -t unit_env < <(sed -n 's/^Environment=//p' "$unit")
+[[ " ${unit_env[*]} " == *" LD_BIND_NOW=1 "* ]] || fail "the unit does not bind the daemon eagerly"
 # An operator's config file (the package ships none: every key has a default).
 printf 'version = 1\nstop_timeout_secs = 5\n' >"$root/etc/ktesio/ktesiod.toml"
 mkdir -p "$root/run/ktesio"
@@ -80,7 +83,7 @@ relay=$!
 trap 'kill $relay 2>/dev/null || true; cleanup' EXIT
 for _ in $(seq 1 100); do [[ -S $notify ]] && break; sleep 0.05; done
 chmod 0777 "$work" && chmod 0666 "$notify"
-NOTIFY_SOCKET=$notify PATH="$root/usr/bin:/usr/bin:/bin" \
+env "${unit_env[@]}" NOTIFY_SOCKET=$notify PATH="$root/usr/bin:/usr/bin:/bin" \
   setpriv --reuid="$uid" --regid="$gid" --clear-groups \
   "$root${start[0]}" "${start[@]:1}" --state-dir "$root/var/lib/ktesio" --socket "$sock" \
   --config "$root/etc/ktesio/ktesiod.toml" --socket-group "$gid" 2>"$work/daemon.log" &

@@ -216,6 +216,15 @@ TEST(ReleaseCodeTest, LeavesCodeADebuggerPatchedAlone) {
   EXPECT_GE(SmapsKib(code, "Anonymous"), 4);  // the patched page is still the private copy
   EXPECT_EQ(CodeOfThisBinary(6), 43);
 
+  // Swapped out, the private copy is no less a patch: the release must not discard it either.
+#if defined(MADV_PAGEOUT)
+  if (madvise(code, page, MADV_PAGEOUT) == 0 && SmapsKib(code, "Swap") >= 4) {
+    report = ReleaseCode();
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_GE(SmapsKib(code, "Swap") + SmapsKib(code, "Anonymous"), 4);
+  }  // else no swap here: the copy stays in memory, checked above
+#endif
+
   // Undo the patch (the file's page again), so the other tests see clean code.
   ASSERT_EQ(madvise(code, page, MADV_DONTNEED), 0) << strerror(errno);
   EXPECT_EQ(SmapsKib(code, "Anonymous"), 0);
@@ -248,7 +257,7 @@ TEST(IdleTrimmerTest, TrimsAfterStartUpThenOnlyAfterNewActivityHasGoneQuiet) {
       [&] {
         return Activity{calls.load(), open.load()};
       },
-      log);
+      [] { return true; }, absl::ZeroDuration(), log);
   ASSERT_TRUE(Eventually([&] { return trimmer.trims() == 1; }));
   // Quiet with no new activity: no second trim.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -288,13 +297,50 @@ TEST(IdleTrimmerTest, KeepsWaitingWhileActivityContinues) {
         [&calls] {
           return Activity{calls.load(), 0};
         },
-        log);
+        [] { return true; }, absl::ZeroDuration(), log);
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     EXPECT_EQ(trimmer.trims(), 0u);  // never a whole window without a call
     busy = false;
     client.join();
     EXPECT_TRUE(Eventually([&] { return trimmer.trims() == 1; }));
   }  // the destructor stops the thread promptly, mid-window
+}
+
+TEST(IdleTrimmerTest, ReleasesStartUpCodeOnceBootIsDoneAndSettledThenTrims) {
+  if (!TrimSupported()) {
+    GTEST_SKIP() << TrimWorkingSet().status();
+  }
+  std::atomic<bool> booted{false};
+  auto log =
+      std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
+  IdleTrimmer trimmer(
+      absl::Milliseconds(50), [] { return Activity{}; }, [&booted] { return booted.load(); },
+      absl::Milliseconds(200), log);
+  // Boot is not done: nothing is released, nothing trimmed, however long it takes.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(trimmer.releases(), 0u);
+  EXPECT_EQ(trimmer.trims(), 0u);
+  booted = true;
+  // Released once, after the settle time, then the first quiet window trims.
+  ASSERT_TRUE(Eventually([&] { return trimmer.releases() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return trimmer.trims() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(trimmer.releases(), 1u);
+}
+
+TEST(IdleTrimmerTest, StopsPromptlyWhileWaitingForBoot) {
+  auto log =
+      std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
+  const auto start = std::chrono::steady_clock::now();
+  {
+    IdleTrimmer trimmer(
+        absl::Seconds(30), [] { return Activity{}; }, [] { return false; }, absl::Seconds(30), log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    EXPECT_EQ(trimmer.releases(), 0u);
+  }
+  // Not a timing assertion of the trimmer's speed: only that the destructor did not wait out
+  // a 30 s window (it is woken by the stop).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
 }  // namespace
