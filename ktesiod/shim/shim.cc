@@ -223,6 +223,10 @@ int RunShim(const Options& o) {
     kill(-spawn.pid, SIGKILL);
   }
 
+  // Set-up is over: the heap's top still holds pages its transient buffers touched (opendir's
+  // 32 KiB while listing the log segments); free() gives them back only past 128 KiB.
+  malloc_trim(0);
+
   CaptureConfig config;
   config.signal_fd = p.signal_fd;
   config.log = &log;
