@@ -46,9 +46,13 @@ char* PutDecimal(char* out, long value) {
 }
 
 #if defined(__linux__) && defined(__GLIBC__)
-// If `marker` ("PID:NAME") was set by this very process before its re-exec: restores the name
-// and returns true. A marker of another pid (inherited from elsewhere) is not ours.
-bool OwnMarker(const char* marker) {
+// If `marker` ("PID:NAME") was set by this very process before its re-exec (with LD_BIND_NOW=1
+// beside it): restores the name and returns true. A marker of another pid, or without the
+// binding it stands for, was inherited from elsewhere and is not ours.
+bool OwnMarker(const char* marker, const char* bind_now) {
+  if (bind_now == nullptr || strcmp(bind_now, "1") != 0) {
+    return false;
+  }
   char pid[24];
   char* end = PutDecimal(pid, static_cast<long>(getpid()));
   *end = '\0';
@@ -67,11 +71,11 @@ bool OwnMarker(const char* marker) {
 // calls that need no initialisation (no stdio, no locale, no allocation).
 void BindEagerly(int /*argc*/, char** argv, char** envp) {
 #if defined(__linux__) && defined(__GLIBC__)
-  if (const char* marker = Find(envp, kMarker); marker != nullptr && OwnMarker(marker)) {
+  const char* bind_now = Find(envp, "LD_BIND_NOW");
+  if (const char* marker = Find(envp, kMarker); marker != nullptr && OwnMarker(marker, bind_now)) {
     g_reexecuted = true;  // the variables are removed by the constructor below
     return;
   }
-  const char* bind_now = Find(envp, "LD_BIND_NOW");
   if (bind_now != nullptr && bind_now[0] != '\0') {
     return;  // the caller asked for eager binding already: nothing to do, nothing to undo
   }
@@ -90,7 +94,9 @@ void BindEagerly(int /*argc*/, char** argv, char** envp) {
   *out++ = ':';
   char name[16] = {};
   prctl(PR_GET_NAME, name, 0, 0, 0);
-  memcpy(out, name, strnlen(name, sizeof name - 1));
+  const size_t name_length = strnlen(name, sizeof name - 1);
+  memcpy(out, name, name_length);
+  out[name_length] = '\0';
   // The environment as it is, plus the two entries (an empty LD_BIND_NOW and a stale marker are
   // replaced); an environment too large to copy here is simply run with as it is.
   static char bind_now_entry[] = "LD_BIND_NOW=1";

@@ -92,7 +92,8 @@ struct Range {
 // Ranges of non-writable mappings that hold private (anonymous) pages, in memory or swapped
 // out: a debugger's breakpoints or a uprobe patched them. Dropping those pages (MADV_DONTNEED
 // discards a swapped-out copy too) would silently remove the patch, so ReleaseCode leaves these
-// ranges alone. Empty when /proc/self/smaps cannot be read (then
+// ranges alone. (A mapping of a tmpfs file whose own pages are in swap counts as patched too:
+// it is merely not released.) Empty when /proc/self/smaps cannot be read (then
 // `readable` is false and nothing is released).
 std::vector<Range> PatchedRanges(bool& readable) {
   std::vector<Range> patched;
@@ -349,10 +350,11 @@ void IdleTrimmer::Run() {
 #if defined(__GLIBC__)
   pthread_setname_np(pthread_self(), "kt-trim");
 #endif
-  uint64_t seen = activity_().calls;
   if (!ReleaseAfterBoot()) {
     return;
   }
+  // Calls made while boot was settling are start-up activity, which the first trim follows anyway.
+  uint64_t seen = activity_().calls;
   bool active = true;  // start-up is activity: the first quiet window after it trims
   for (;;) {
     if (!Sleep(idle_)) {

@@ -223,14 +223,14 @@ int RunShim(const Options& o) {
     kill(-spawn.pid, SIGKILL);
   }
 
-  // Set-up is over: the heap's top still holds pages its transient buffers touched (opendir's
-  // 32 KiB while listing the log segments); free() gives them back only past 128 KiB.
-  malloc_trim(0);
-
   CaptureConfig config;
   config.signal_fd = p.signal_fd;
   config.log = &log;
   for (;;) {
+    // Set-up (or the previous run's end) is over: the heap's top still holds pages transient
+    // buffers touched (opendir's 32 KiB, listing the log segments or /proc for stragglers);
+    // free() gives them back only past 128 KiB.
+    malloc_trim(0);
     config.out_fd = p.out_read;
     config.err_fd = p.err_read;
     config.agent = spawn.pid;

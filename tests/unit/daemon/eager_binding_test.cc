@@ -109,8 +109,39 @@ TEST(EagerBindingTest, AnEmptyLdBindNowAndAStaleMarkerAreReplaced) {
   ProbeRun run = RunProbe({"LD_BIND_NOW=", "KTESIOD_EAGER_BINDING=1:elsewhere"});
   EXPECT_EQ(run.facts["reexecuted"], "yes");
   EXPECT_EQ(run.facts["executed_bound_now"], "yes");
+  EXPECT_EQ(run.facts["comm"], "eager_binding_p");  // not the stale marker's name
   EXPECT_EQ(run.facts["ld_bind_now"], "(unset)");
   EXPECT_EQ(run.facts["marker"], "(unset)");
+}
+
+// Markers that name this very pid but were not set by the daemon: a pid that is only a prefix
+// of the marker's, and the right pid without the LD_BIND_NOW=1 it stands for. A shell sets
+// them and execs the probe, which keeps the shell's pid.
+TEST(EagerBindingTest, AMarkerItDidNotSetIsNotTakenForItsOwn) {
+  ProbeRun prefix = RunProbe(
+      {}, {"/bin/sh", "-c", R"(KTESIOD_EAGER_BINDING=${$}0:bad LD_BIND_NOW=1 exec "$0" "$@")"});
+  EXPECT_EQ(prefix.facts["reexecuted"], "no");  // the caller's LD_BIND_NOW: no re-exec needed
+  EXPECT_EQ(prefix.facts["comm"], "eager_binding_p");
+  EXPECT_EQ(prefix.facts["ld_bind_now"], "1");
+  ProbeRun unbound =
+      RunProbe({}, {"/bin/sh", "-c", R"(KTESIOD_EAGER_BINDING=$$:bad exec "$0" "$@")"});
+  EXPECT_EQ(unbound.facts["reexecuted"], "yes");  // re-executed for real, with its own marker
+  EXPECT_EQ(unbound.facts["executed_bound_now"], "yes");
+  EXPECT_EQ(unbound.facts["comm"], "eager_binding_p");
+  EXPECT_EQ(unbound.facts["marker"], "(unset)");
+  EXPECT_EQ(unbound.facts["args"], "--flag,value");
+}
+
+// An environment too large for the hook's fixed table: it runs on as it is.
+TEST(EagerBindingTest, AnEnvironmentTooLargeToCopyRunsAsItIs) {
+  std::vector<std::string> padding;
+  for (int i = 0; i < 4100; ++i) {
+    padding.push_back(absl::StrCat("PROBE_PAD_", i, "=x"));
+  }
+  ProbeRun run = RunProbe(padding);
+  EXPECT_EQ(run.facts["reexecuted"], "no");
+  EXPECT_EQ(run.facts["comm"], "eager_binding_p");
+  EXPECT_EQ(run.facts["keep"], "kept");
 }
 
 TEST(EagerBindingTest, LeavesACallersOwnLdBindNowAlone) {
