@@ -320,6 +320,10 @@ TEST_F(LifecycleTest, InvalidTransitionsExit4) {
 
 TEST_F(LifecycleTest, CrashRestartsAtOnceThenBacksOff) {
   Register("crashy", Manifest("--crash-after-ms 500 --exit-code 3"));
+  // A 3 s back-off window: wide enough for the polls below on a loaded (sanitizer) run.
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "crashy", "restart.backoff_initial_ms", "3000"})
+                .exit_code,
+            0);
   ASSERT_EQ(daemon_.Ctl({"agent", "start", "crashy"}).exit_code, 0);
   const int64_t first_pid = Show("crashy")["pid"].Int();
   // First crash: restarted at once with a new pid and a new run.
@@ -332,12 +336,13 @@ TEST_F(LifecycleTest, CrashRestartsAtOnceThenBacksOff) {
   EXPECT_NE(logs.find("running -> failed (crashed{exit code 3})"), std::string::npos) << logs;
   EXPECT_NE(logs.find("failed -> starting (restarted{count=1,waited_ms=0})"), std::string::npos)
       << logs;
-  // Second crash waits 1 s: an operator stop in that window cancels the pending restart.
+  // Second crash waits the back-off (3 s): an operator stop in that window cancels the pending
+  // restart, which would otherwise have come by the end of the sleep below.
   ASSERT_TRUE(WaitFor([&] { return Show("crashy")["state"].string == "failed"; }));
   RunResult stop = daemon_.Ctl({"agent", "stop", "crashy"});
   EXPECT_EQ(stop.exit_code, 0) << stop.err;
   EXPECT_NE(stop.err.find("cancelled"), std::string::npos) << stop.err;
-  usleep(1500 * 1000);
+  usleep(3500 * 1000);
   EXPECT_EQ(Show("crashy")["state"].string, "failed");
   EXPECT_EQ(Show("crashy")["restart_count"].Int(), 1);
 }
