@@ -7,9 +7,6 @@
 #include <unistd.h>
 
 #include <dirent.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -17,6 +14,8 @@
 #include <cstdlib>
 #include <map>
 #include <vector>
+
+#include "footprint.h"
 
 namespace ktesio::daemon::shim {
 namespace {
@@ -270,11 +269,9 @@ void Capture::ReleaseBuffers() {
   read_buffer_.reset();
   std::string().swap(log_buffer_);
   std::string().swap(usage_buffer_);
-#if defined(__GLIBC__)
   // The smaller ones went back to the heap's top, which free() shrinks only past 128 KiB: give
-  // its pages back too (a few microseconds on a heap this small).
-  malloc_trim(0);
-#endif
+  // its pages back too, and the stack the burst's deeper calls touched (a few microseconds).
+  ReleaseIdleMemory();
 }
 
 void Capture::OnSigchld() {

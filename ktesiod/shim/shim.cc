@@ -14,6 +14,7 @@
 #include <string>
 
 #include "capture.h"
+#include "footprint.h"
 #include "io.h"
 #include "respawn.h"
 #include "segments.h"
@@ -228,9 +229,10 @@ int RunShim(const Options& o) {
   config.log = &log;
   for (;;) {
     // Set-up (or the previous run's end) is over: the heap's top still holds pages transient
-    // buffers touched (opendir's 32 KiB, listing the log segments or /proc for stragglers);
-    // free() gives them back only past 128 KiB.
-    malloc_trim(0);
+    // buffers touched (opendir's 32 KiB, listing the log segments or /proc for stragglers), which
+    // free() gives back only past 128 KiB, and set-up's calls ran deeper into the stack than the
+    // capture loop will.
+    ReleaseIdleMemory();
     config.out_fd = p.out_read;
     config.err_fd = p.err_read;
     config.agent = spawn.pid;

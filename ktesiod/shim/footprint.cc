@@ -1,0 +1,94 @@
+#include "footprint.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace ktesio::daemon::shim {
+namespace {
+
+// The lowest address of the main thread's stack mapping ("[stack]" in /proc/self/maps), or 0.
+// The mapping only grows downwards, so a start read earlier stays inside it.
+uintptr_t StackMappingStart() {
+  static uintptr_t start = 0;
+  if (start != 0) {
+    return start;
+  }
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return 0;
+  }
+  // The shim maps little (its static binary, heap, stack, vDSO): a few hundred bytes. Read it
+  // whole without the heap, then look for the line naming the stack.
+  char text[8192];
+  size_t used = 0;
+  for (;;) {
+    const ssize_t n = read(fd, text + used, sizeof(text) - 1 - used);
+    if (n <= 0) {
+      break;
+    }
+    used += static_cast<size_t>(n);
+    if (used == sizeof(text) - 1) {
+      break;
+    }
+  }
+  close(fd);
+  text[used] = '\0';
+  const char* tag = std::strstr(text, " [stack]\n");
+  if (tag == nullptr) {
+    return 0;
+  }
+  const char* line = tag;
+  while (line > text && line[-1] != '\n') {
+    --line;
+  }
+  char* end = nullptr;
+  const unsigned long long low = std::strtoull(line, &end, 16);
+  if (end == line || *end != '-') {
+    return 0;
+  }
+  start = static_cast<uintptr_t>(low);
+  return start;
+}
+
+}  // namespace
+
+__attribute__((noinline)) std::size_t ReleaseStackBelowCaller() {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t low = StackMappingStart();
+  // Everything live lies above this function's frame base but its own few locals and the frame
+  // of madvise's wrapper, a few hundred bytes below it: a kilobyte of margin covers them and the
+  // ABI's red zone. (StackMappingStart's buffer, deeper still, is dead once it returned.)
+  constexpr uintptr_t kMargin = 1024;
+  const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (low == 0 || here < low + kMargin) {
+    return 0;
+  }
+  const uintptr_t high = (here - kMargin) & ~(page - 1);
+  if (high <= low) {
+    return 0;
+  }
+  // MADV_DONTNEED on private anonymous memory: the pages read back as zeros when touched again,
+  // which is all a stack below its pointer may hold.
+  if (madvise(reinterpret_cast<void*>(low), high - low, MADV_DONTNEED) != 0) {
+    return 0;
+  }
+  return high - low;
+}
+
+void ReleaseIdleMemory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+  ReleaseStackBelowCaller();
+}
+
+}  // namespace ktesio::daemon::shim

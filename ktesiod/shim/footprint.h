@@ -1,0 +1,21 @@
+#pragma once
+
+// The shim's idle footprint. One shim runs per agent for the agent's whole life, so memory that
+// only set-up or a burst of output needed must go back to the kernel, not stay resident.
+
+#include <cstddef>
+
+namespace ktesio::daemon::shim {
+
+// Gives back what set-up or a burst left resident but no longer holds: free pages at the top of
+// the heap (malloc_trim; free() shrinks it only past 128 KiB) and the pages of the main thread's
+// stack below the caller's frame (set-up runs deeper than the capture loop ever goes again).
+// Call it on the main thread only, with no signal handler installed that runs on that stack (the
+// shim takes its signals through a signalfd). A kilobyte below the caller's frame is kept.
+void ReleaseIdleMemory();
+
+// The stack part alone; returns the bytes handed back (0 when nothing lay below the margin or the
+// stack could not be found). Exposed for tests.
+std::size_t ReleaseStackBelowCaller();
+
+}  // namespace ktesio::daemon::shim
