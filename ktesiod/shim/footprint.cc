@@ -78,7 +78,8 @@ __attribute__((noinline)) std::size_t ReleaseStackBelowCaller() {
   }
   // MADV_DONTNEED on private anonymous memory: the pages read back as zeros when touched again,
   // which is all a stack below its pointer may hold.
-  if (madvise(reinterpret_cast<void*>(low), high - low, MADV_DONTNEED) != 0) {
+  void* from = reinterpret_cast<void*>(low);  // NOLINT(performance-no-int-to-ptr): from maps
+  if (madvise(from, high - low, MADV_DONTNEED) != 0) {
     return 0;
   }
   return high - low;
