@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 namespace ktesio::daemon::shim {
 namespace {
@@ -26,9 +27,9 @@ uintptr_t StackMappingStart() {
   if (fd < 0) {
     return 0;
   }
-  // The shim maps little (its static binary, heap, stack, vDSO): a few hundred bytes. Read it
-  // whole without the heap, then look for the line naming the stack.
-  char text[8192];
+  // Line by line through a buffer on the stack (not the heap, whose pages this is about): the
+  // shim maps little, a sanitizer build a great deal more.
+  char text[4096];
   size_t used = 0;
   for (;;) {
     const ssize_t n = read(fd, text + used, sizeof(text) - 1 - used);
@@ -36,27 +37,35 @@ uintptr_t StackMappingStart() {
       break;
     }
     used += static_cast<size_t>(n);
+    text[used] = '\0';
+    char* line = text;
+    while (char* end_of_line = std::strchr(line, '\n')) {
+      *end_of_line = '\0';
+      const size_t length = static_cast<size_t>(end_of_line - line);
+      constexpr std::string_view kTag = " [stack]";
+      if (length >= kTag.size() &&
+          std::string_view(end_of_line - kTag.size(), kTag.size()) == kTag) {
+        char* end = nullptr;
+        const unsigned long long low = std::strtoull(line, &end, 16);
+        close(fd);
+        if (end == line || *end != '-') {
+          return 0;
+        }
+        start = static_cast<uintptr_t>(low);
+        return start;
+      }
+      line = end_of_line + 1;
+    }
+    // Keep the unfinished line; one longer than the buffer (a path of thousands of bytes) is
+    // dropped whole, as it cannot be the stack's.
+    used = static_cast<size_t>(text + used - line);
+    std::memmove(text, line, used);
     if (used == sizeof(text) - 1) {
-      break;
+      used = 0;
     }
   }
   close(fd);
-  text[used] = '\0';
-  const char* tag = std::strstr(text, " [stack]\n");
-  if (tag == nullptr) {
-    return 0;
-  }
-  const char* line = tag;
-  while (line > text && line[-1] != '\n') {
-    --line;
-  }
-  char* end = nullptr;
-  const unsigned long long low = std::strtoull(line, &end, 16);
-  if (end == line || *end != '-') {
-    return 0;
-  }
-  start = static_cast<uintptr_t>(low);
-  return start;
+  return 0;
 }
 
 }  // namespace
