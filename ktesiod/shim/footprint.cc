@@ -16,22 +16,44 @@
 namespace ktesio::daemon::shim {
 namespace {
 
-// The lowest address of the main thread's stack mapping ("[stack]" in /proc/self/maps), or 0.
-// The mapping only grows downwards, so a start read earlier stays inside it.
-uintptr_t StackMappingStart() {
+// The lowest address of the mapping that holds `frame` (the main thread's stack), or 0 when
+// /proc/self/maps cannot be read. Found by address, not by the "[stack]" name a mapped file could
+// also end with. The stack only grows downwards, so a start found once stays below every later
+// frame; a failure is remembered too, so /proc is not read again at every idle release.
+uintptr_t StackMappingStart(uintptr_t frame) {
   static uintptr_t start = 0;
-  if (start != 0) {
+  static bool failed = false;
+  if (start != 0 && start <= frame) {
     return start;
   }
+  if (failed) {
+    return 0;
+  }
+  failed = true;
   const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return 0;
   }
   // Line by line through a buffer on the stack (not the heap, whose pages this is about): the
-  // shim maps little, a sanitizer build a great deal more.
+  // shim maps little, a sanitizer build a great deal more. Only the "low-high" range at the start
+  // of a line is read, so the tail of a line longer than the buffer (a long path) is skipped.
+  const auto holds_frame = [frame](const char* line, uintptr_t* low_out) {
+    char* end = nullptr;
+    const unsigned long long low = std::strtoull(line, &end, 16);
+    if (end == line || *end != '-') {
+      return false;
+    }
+    char* after = nullptr;
+    const unsigned long long high = std::strtoull(end + 1, &after, 16);
+    *low_out = static_cast<uintptr_t>(low);
+    return after != end + 1 && low <= frame && frame < high;
+  };
   char text[4096];
   size_t used = 0;
-  for (;;) {
+  bool in_tail = false;  // reading the rest of a line longer than the buffer
+  uintptr_t low = 0;
+  bool found = false;
+  while (!found) {
     const ssize_t n = read(fd, text + used, sizeof(text) - 1 - used);
     if (n <= 0) {
       break;
@@ -41,43 +63,40 @@ uintptr_t StackMappingStart() {
     char* line = text;
     while (char* end_of_line = std::strchr(line, '\n')) {
       *end_of_line = '\0';
-      const size_t length = static_cast<size_t>(end_of_line - line);
-      constexpr std::string_view kTag = " [stack]";
-      if (length >= kTag.size() &&
-          std::string_view(end_of_line - kTag.size(), kTag.size()) == kTag) {
-        char* end = nullptr;
-        const unsigned long long low = std::strtoull(line, &end, 16);
-        close(fd);
-        if (end == line || *end != '-') {
-          return 0;
-        }
-        start = static_cast<uintptr_t>(low);
-        return start;
+      found = !in_tail && holds_frame(line, &low);
+      if (found) {
+        break;
       }
+      in_tail = false;
       line = end_of_line + 1;
     }
-    // Keep the unfinished line; one longer than the buffer (a path of thousands of bytes) is
-    // dropped whole, as it cannot be the stack's.
     used = static_cast<size_t>(text + used - line);
     std::memmove(text, line, used);
-    if (used == sizeof(text) - 1) {
+    if (!found && used == sizeof(text) - 1) {
+      found = !in_tail && holds_frame(text, &low);
+      in_tail = true;
       used = 0;
     }
   }
   close(fd);
-  return 0;
+  if (!found) {
+    return 0;
+  }
+  start = low;
+  failed = false;
+  return start;
 }
 
 }  // namespace
 
 __attribute__((noinline)) std::size_t ReleaseStackBelowCaller() {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t low = StackMappingStart();
   // Everything live lies above this function's frame base but its own few locals and the frame
   // of madvise's wrapper, a few hundred bytes below it: a kilobyte of margin covers them and the
   // ABI's red zone. (StackMappingStart's buffer, deeper still, is dead once it returned.)
   constexpr uintptr_t kMargin = 1024;
   const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  const uintptr_t low = StackMappingStart(here);
   if (low == 0 || here < low + kMargin) {
     return 0;
   }

@@ -11,7 +11,9 @@ namespace ktesio::daemon::shim {
 // the heap (malloc_trim; free() shrinks it only past 128 KiB) and the pages of the main thread's
 // stack below the caller's frame (set-up runs deeper than the capture loop ever goes again).
 // Call it on the main thread only, with no signal handler installed that runs on that stack (the
-// shim takes its signals through a signalfd). A kilobyte below the caller's frame is kept.
+// shim takes its signals through a signalfd). At least a kilobyte below the releasing call's own
+// frame is kept. The stack is found by address in /proc/self/maps, once; when /proc cannot be
+// read, only the heap is trimmed.
 void ReleaseIdleMemory();
 
 // The stack part alone; returns the bytes handed back (0 when nothing lay below the margin or the
