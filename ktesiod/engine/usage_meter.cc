@@ -52,8 +52,10 @@ void UsageMeter::Watch(const store::InstanceRow& row) {
   const int64_t run = row.current_run;
   Watched& watch = watches_[name];
   watch.run = run;
-  watch.watch =
-      std::make_unique<fs::DirectoryWatch>(io_, run_dir, [this, name, run] { Ingest(name, run); });
+  // Only the run's usage file: the run dir's other records change at every start.
+  const std::string path = metering::UsageFilePath(run_dir, run);
+  watch.watch = std::make_unique<fs::DirectoryWatch>(io_, run_dir, path.substr(run_dir.size() + 1),
+                                                     [this, name, run] { Ingest(name, run); });
   Ingest(name, run);  // whatever was written before the watch existed
 }
 

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace ktesio::daemon::fs {
@@ -26,7 +28,8 @@ void InotifyHub::shutdown() {
   fd_ = -1;
 }
 
-uint64_t InotifyHub::Add(const std::string& dir, std::function<void()> on_change) {
+uint64_t InotifyHub::Add(const std::string& dir, std::string only,
+                         std::function<void()> on_change) {
   if (descriptor_ == nullptr) {
     fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd_ < 0) {
@@ -41,7 +44,7 @@ uint64_t InotifyHub::Add(const std::string& dir, std::function<void()> on_change
   }
   ++wd_users_[wd];
   const uint64_t token = next_token_++;
-  subscribers_.emplace(token, Subscriber{wd, std::move(on_change)});
+  subscribers_.emplace(token, Subscriber{wd, std::move(only), std::move(on_change)});
   return token;
 }
 
@@ -73,7 +76,8 @@ void InotifyHub::Arm() {
 }
 
 void InotifyHub::Dispatch() {
-  std::set<int> changed;
+  std::set<int> changed;                        // directories with any event
+  std::set<std::pair<int, std::string>> named;  // (directory, file) of each event
   bool overflow = false;
   alignas(inotify_event) char buffer[8192];
   while (true) {
@@ -87,6 +91,9 @@ void InotifyHub::Dispatch() {
         overflow = true;  // events were lost: tell every subscriber to look again
       } else if ((event->mask & IN_IGNORED) == 0) {
         changed.insert(event->wd);
+        if (event->len > 0) {
+          named.emplace(event->wd, std::string(event->name));  // NUL-padded to `len`
+        }
       }
       at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
     }
@@ -95,7 +102,9 @@ void InotifyHub::Dispatch() {
   // call each one only if it is still registered, on a copy of its callback.
   std::vector<uint64_t> due;
   for (const auto& [token, subscriber] : subscribers_) {
-    if (overflow || changed.count(subscriber.wd) != 0) {
+    if (overflow ||
+        (subscriber.only.empty() ? changed.count(subscriber.wd) != 0
+                                 : named.count({subscriber.wd, subscriber.only}) != 0)) {
       due.push_back(token);
     }
   }
@@ -110,7 +119,12 @@ void InotifyHub::Dispatch() {
 
 DirectoryWatch::DirectoryWatch(boost::asio::io_context& io, const std::string& dir,
                                std::function<void()> on_change)
-    : hub_(boost::asio::use_service<InotifyHub>(io)), token_(hub_.Add(dir, std::move(on_change))) {}
+    : DirectoryWatch(io, dir, std::string(), std::move(on_change)) {}
+
+DirectoryWatch::DirectoryWatch(boost::asio::io_context& io, const std::string& dir,
+                               std::string only, std::function<void()> on_change)
+    : hub_(boost::asio::use_service<InotifyHub>(io)),
+      token_(hub_.Add(dir, std::move(only), std::move(on_change))) {}
 
 DirectoryWatch::~DirectoryWatch() {
   if (token_ != 0) {

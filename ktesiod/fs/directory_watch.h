@@ -1,7 +1,7 @@
 #pragma once
 
 // Calls back on the engine's event loop whenever something in a directory is created, written
-// or moved in (inotify; no polling). Engine thread only.
+// or moved in (inotify; no polling), or only when one named file there is. Engine thread only.
 //
 // Every watch on one io_context shares a single inotify instance (an Asio service of that
 // io_context): adding and removing a watch are cheap, whereas closing an inotify instance waits
@@ -30,9 +30,9 @@ class InotifyHub : public boost::asio::execution_context::service {
   explicit InotifyHub(boost::asio::io_context& io);
   ~InotifyHub() override;
 
-  // Registers `on_change` for `dir`; returns a token for Remove, or 0 when the directory cannot
-  // be watched (missing, out of inotify watches).
-  uint64_t Add(const std::string& dir, std::function<void()> on_change);
+  // Registers `on_change` for `dir` (for the file `only` in it, when not empty); returns a token
+  // for Remove, or 0 when the directory cannot be watched (missing, out of inotify watches).
+  uint64_t Add(const std::string& dir, std::string only, std::function<void()> on_change);
   void Remove(uint64_t token);
 
  private:
@@ -42,6 +42,7 @@ class InotifyHub : public boost::asio::execution_context::service {
 
   struct Subscriber {
     int wd = -1;
+    std::string only;  // "" every file
     std::function<void()> on_change;
   };
   boost::asio::io_context& io_;
@@ -59,6 +60,11 @@ class DirectoryWatch {
   // `on_change` runs after each batch of events. A directory that cannot be watched (missing,
   // out of inotify watches) yields a watch that never fires; `ok()` tells.
   DirectoryWatch(boost::asio::io_context& io, const std::string& dir,
+                 std::function<void()> on_change);
+  // The same for the one file `only` in `dir`: events about its other files do not call back
+  // (a run dir sees a few writes per start; each reader wants one file). A lost event (the
+  // queue overflowed) still calls every watch.
+  DirectoryWatch(boost::asio::io_context& io, const std::string& dir, std::string only,
                  std::function<void()> on_change);
   ~DirectoryWatch();
   DirectoryWatch(const DirectoryWatch&) = delete;

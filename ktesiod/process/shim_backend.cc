@@ -35,6 +35,7 @@
 #include "fs/directory_watch.h"
 #include "fs/fs.h"
 #include "ktesio/contract/error.h"
+#include "shim/pid_record.h"
 
 namespace ktesio::daemon::process {
 namespace {
@@ -208,8 +209,18 @@ void ShimBackend::Launch(const LaunchSpec& spec,
     done(status);
     return;
   }
-  for (const char* stale : {"/exit", "/agent.pid", "/shim.pid"}) {
-    unlink((spec.run_dir + stale).c_str());
+  // A previous run's records must not describe this launch to a daemon that restarts before it
+  // is confirmed (UnconfirmedLaunch). The pid records are cleared in place, not unlinked: the
+  // shim rewrites them in the same inodes (shim/pid_record.h).
+  unlink((spec.run_dir + "/exit").c_str());
+  for (const char* record : {shim::kAgentPidFile, shim::kShimPidFile}) {
+    if (const int err = shim::WritePidRecord(spec.run_dir + "/" + record, 0, /*create=*/false);
+        err != 0 && unlink((spec.run_dir + "/" + record).c_str()) != 0 && errno != ENOENT) {
+      done(LaunchError(
+          absl::StatusCode::kInternal,
+          absl::StrCat("cannot clear ", spec.run_dir, "/", record, ": ", std::strerror(err))));
+      return;
+    }
   }
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) != 0) {
@@ -368,7 +379,8 @@ bool ShimBackend::WatchRespawn(const ProcessIdentity& shim, const std::string& r
                                std::function<void()> on_respawn) {
   for (auto& [id, watch] : watches_) {
     if (watch->pid == shim.pid) {
-      watch->respawns = std::make_unique<fs::DirectoryWatch>(io_, run_dir, std::move(on_respawn));
+      watch->respawns =
+          std::make_unique<fs::DirectoryWatch>(io_, run_dir, kRespawnedFile, std::move(on_respawn));
       return watch->respawns->ok();
     }
   }
@@ -438,7 +450,7 @@ std::optional<Launched> ShimBackend::UnconfirmedLaunch(const std::string& run_di
     }
     return static_cast<pid_t>(pid);
   };
-  const pid_t shim_pid = pid_in("shim.pid");
+  const pid_t shim_pid = pid_in(shim::kShimPidFile);
   if (shim_pid == 0) {
     return std::nullopt;
   }
@@ -454,7 +466,7 @@ std::optional<Launched> ShimBackend::UnconfirmedLaunch(const std::string& run_di
   }
   Launched left;
   left.shim = {shim_pid, *shim_start};
-  const pid_t agent_pid = pid_in("agent.pid");
+  const pid_t agent_pid = pid_in(shim::kAgentPidFile);
   absl::StatusOr<std::string> stat = fs::ReadFile(absl::StrCat("/proc/", agent_pid, "/stat"));
   if (agent_pid != 0 && stat.ok()) {
     // Field 4, after the parenthesised command (which may itself hold spaces and parentheses).

@@ -16,6 +16,7 @@
 #include "capture.h"
 #include "footprint.h"
 #include "io.h"
+#include "pid_record.h"
 #include "respawn.h"
 #include "segments.h"
 #include "spawn.h"
@@ -177,6 +178,15 @@ bool WriteExitRecord(const Options& o, const std::string& record) {
   return true;
 }
 
+bool WritePid(const Options& o, const char* file, pid_t pid, bool create, std::string* error) {
+  const std::string path = o.run_dir + "/" + file;
+  if (const int err = WritePidRecord(path, pid, create); err != 0) {
+    *error = ErrnoMessage("write " + path, err);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int RunShim(const Options& o) {
@@ -192,11 +202,12 @@ int RunShim(const Options& o) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   std::string error;
   // A run directory may be reused by a restart: a stale exit record or agent pid would describe
-  // the previous run.
-  for (const char* stale : {kExitFile, "agent.pid", kRespawnGrantFile, kRespawnedFile}) {
+  // the previous run. (The pid records are rewritten in place, never unlinked: pid_record.h.)
+  for (const char* stale : {kExitFile, kRespawnGrantFile, kRespawnedFile}) {
     unlink((o.run_dir + "/" + stale).c_str());
   }
-  if (!WriteFileAtomic(o.run_dir, "shim.pid", std::to_string(getpid()) + "\n", false, &error)) {
+  if (!WritePid(o, kAgentPidFile, 0, /*create=*/false, &error) ||
+      !WritePid(o, kShimPidFile, getpid(), /*create=*/true, &error)) {
     return SetupFailed(o, error);
   }
   SegmentLog log(o.log_dir, o.max_bytes, o.keep);
@@ -212,7 +223,7 @@ int RunShim(const Options& o) {
     WriteExitRecord(o, "exec-failed " + std::to_string(spawn.error) + "\n");
     return 0;
   }
-  if (!WriteFileAtomic(o.run_dir, "agent.pid", std::to_string(spawn.pid) + "\n", false, &error)) {
+  if (!WritePid(o, kAgentPidFile, spawn.pid, /*create=*/true, &error)) {
     Report(error);  // The handshake still names the pid; keep supervising the running agent.
   }
   if (!Handshake(o,
@@ -268,7 +279,7 @@ int RunShim(const Options& o) {
     }
     ConsumeRespawnGrant(o.run_dir);
     if (!SwitchUsageFile(*grant, &p, &error) ||
-        !WriteFileAtomic(o.run_dir, "agent.pid", std::to_string(spawn.pid) + "\n", false, &error) ||
+        !WritePid(o, kAgentPidFile, spawn.pid, /*create=*/true, &error) ||
         !WriteFileAtomic(
             o.run_dir, kRespawnedFile,
             FormatRespawned(status, run_ms, spawn.pid, ProcStartTime(spawn.pid), started_at_ms),

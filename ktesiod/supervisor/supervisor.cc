@@ -30,9 +30,14 @@ using internal::Supported;
 using internal::kReadinessWindow;
 
 std::string CurrentBootId() {
-  std::ifstream file("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(file, id);
+  // Read once: it changes only with a reboot, which this process does not outlive (it was read
+  // again at every launch).
+  static const std::string id = [] {
+    std::ifstream file("/proc/sys/kernel/random/boot_id");
+    std::string line;
+    std::getline(file, line);
+    return line;
+  }();
   return id;
 }
 

@@ -48,8 +48,13 @@ TEST(ShimRunTest, HandshakeNamesAgentAndShimAndPidFilesAgree) {
   ASSERT_EQ(std::sscanf(ready->c_str(), "started %d %d\n", &agent, &shim_pid), 2) << *ready;
   EXPECT_EQ(*ready, "started " + std::to_string(agent) + " " + std::to_string(shim_pid) + "\n");
   EXPECT_EQ(shim_pid, shim.pid());
-  EXPECT_EQ(ReadFile(dir.run_dir() + "/agent.pid"), std::to_string(agent) + "\n");
-  EXPECT_EQ(ReadFile(dir.run_dir() + "/shim.pid"), std::to_string(shim_pid) + "\n");
+  // The pid records: the pid padded to ten characters (shim/pid_record.h).
+  auto record = [](int pid) {
+    std::string line = std::to_string(pid);
+    return line + std::string(10 - line.size(), ' ') + "\n";
+  };
+  EXPECT_EQ(ReadFile(dir.run_dir() + "/agent.pid"), record(agent));
+  EXPECT_EQ(ReadFile(dir.run_dir() + "/shim.pid"), record(shim_pid));
   // The agent is the shim's child and leads its own session and process group.
   EXPECT_EQ(ProcStat(agent, 1), std::to_string(shim_pid));
   EXPECT_EQ(ProcStat(agent, 2), std::to_string(agent));

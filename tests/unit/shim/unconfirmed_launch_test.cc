@@ -3,10 +3,21 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
+#include "pid_record.h"
 #include "process/shim_backend.h"
 #include "shim_test_util.h"
 
@@ -35,6 +46,90 @@ TEST(UnconfirmedLaunch, NamesTheShimRunningThisRunDirAndItsAgent) {
   TempDir other;
   std::ofstream(other.run_dir() + "/shim.pid") << shim.pid() << "\n";
   EXPECT_FALSE(backend.UnconfirmedLaunch(other.run_dir()).has_value());
+}
+
+ino_t InodeOf(const std::string& path) {
+  struct stat info {};
+  return lstat(path.c_str(), &info) == 0 ? info.st_ino : 0;
+}
+
+// The backend spawned the shim as this process's child: reap it once it exits.
+bool Reaped(pid_t shim) {
+  return WaitUntil([&] { return waitpid(shim, nullptr, WNOHANG) == shim; });
+}
+
+// A launch through the backend, run to its handshake.
+absl::StatusOr<process::Launched> LaunchProbe(boost::asio::io_context& io,
+                                              process::ShimBackend& backend, const TempDir& dir) {
+  process::LaunchSpec spec;
+  spec.exec = KTESIO_PROBE_PATH;
+  spec.args = {"--heartbeat-ms", "1000"};
+  spec.cwd = dir.path();
+  spec.run_dir = dir.run_dir();
+  spec.log_dir = dir.log_dir();
+  std::optional<absl::StatusOr<process::Launched>> result;
+  backend.Launch(spec, [&](absl::StatusOr<process::Launched> launched) { result = launched; });
+  // The spawn runs on the backend's own thread, which posts the rest back: keep the loop
+  // waiting for it.
+  auto busy = boost::asio::make_work_guard(io);
+  io.restart();
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (!result.has_value() && std::chrono::steady_clock::now() < deadline) {
+    io.run_one_for(std::chrono::milliseconds(100));
+  }
+  if (!result.has_value()) {
+    return absl::DeadlineExceededError("no handshake");
+  }
+  return *result;
+}
+
+// Each launch clears the previous run's records and the shim rewrites them, all in the same two
+// inodes: starting an agent allocates no inode for them (shim/pid_record.h).
+TEST(UnconfirmedLaunch, ALaunchRewritesThePidRecordsInPlace) {
+  TempDir dir;
+  boost::asio::io_context io;
+  process::ShimBackend backend(io, [] { return process::ShimSearch{KTESIO_SHIM_PATH, {}}; });
+  absl::StatusOr<process::Launched> first = LaunchProbe(io, backend, dir);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(
+      WaitUntil([&] { return ReadLog(dir.log_dir()).find("probe started") != std::string::npos; }));
+  const std::string shim_file = dir.run_dir() + "/shim.pid";
+  const std::string agent_file = dir.run_dir() + "/agent.pid";
+  EXPECT_EQ(PidIn(dir, "shim.pid"), first->shim.pid);
+  EXPECT_EQ(PidIn(dir, "agent.pid"), first->agent.pid);
+  EXPECT_EQ(ReadFile(shim_file).value_or("").size(), 11U);
+  const ino_t shim_inode = InodeOf(shim_file);
+  const ino_t agent_inode = InodeOf(agent_file);
+  ASSERT_NE(shim_inode, 0U);
+  ASSERT_NE(agent_inode, 0U);
+  ASSERT_EQ(kill(-first->agent.pid, SIGKILL), 0)
+      << std::strerror(errno) << "; the log: " << ReadLog(dir.log_dir());
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir.run_dir() + "/exit").has_value(); }));
+  ASSERT_TRUE(Reaped(first->shim.pid));
+
+  absl::StatusOr<process::Launched> second = LaunchProbe(io, backend, dir);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE(second->shim.pid, first->shim.pid);
+  EXPECT_EQ(PidIn(dir, "shim.pid"), second->shim.pid);
+  EXPECT_EQ(PidIn(dir, "agent.pid"), second->agent.pid);
+  EXPECT_EQ(InodeOf(shim_file), shim_inode);
+  EXPECT_EQ(InodeOf(agent_file), agent_inode);
+  EXPECT_FALSE(ReadFile(dir.run_dir() + "/exit").has_value());  // the previous run's exit
+  std::optional<process::Launched> left = backend.UnconfirmedLaunch(dir.run_dir());
+  ASSERT_TRUE(left.has_value());
+  EXPECT_EQ(left->shim.pid, second->shim.pid);
+  EXPECT_EQ(left->agent.pid, second->agent.pid);
+  kill(-second->agent.pid, SIGKILL);
+  EXPECT_TRUE(Reaped(second->shim.pid));
+}
+
+// A cleared record (a launch not yet written to by its shim) names no shim.
+TEST(UnconfirmedLaunch, FindsNothingInClearedRecords) {
+  TempDir dir;
+  ASSERT_EQ(WritePidRecord(dir.run_dir() + "/shim.pid", 0, /*create=*/true), 0);
+  boost::asio::io_context io;
+  process::ShimBackend backend(io);
+  EXPECT_FALSE(backend.UnconfirmedLaunch(dir.run_dir()).has_value());
 }
 
 TEST(UnconfirmedLaunch, FindsNothingWhenTheShimIsGone) {
