@@ -19,7 +19,7 @@ InotifyHub::~InotifyHub() { shutdown(); }
 
 void InotifyHub::shutdown() {
   subscribers_.clear();
-  wd_users_.clear();
+  wd_subscribers_.clear();
   if (descriptor_ != nullptr) {
     boost::system::error_code ignored;
     descriptor_->close(ignored);
@@ -42,8 +42,8 @@ uint64_t InotifyHub::Add(const std::string& dir, std::string only,
   if (wd < 0) {
     return 0;
   }
-  ++wd_users_[wd];
   const uint64_t token = next_token_++;
+  wd_subscribers_[wd].insert(token);
   subscribers_.emplace(token, Subscriber{wd, std::move(only), std::move(on_change)});
   return token;
 }
@@ -55,9 +55,9 @@ void InotifyHub::Remove(uint64_t token) {
   }
   const int wd = it->second.wd;
   subscribers_.erase(it);
-  auto users = wd_users_.find(wd);
-  if (users != wd_users_.end() && --users->second == 0) {
-    wd_users_.erase(users);
+  auto users = wd_subscribers_.find(wd);
+  if (users != wd_subscribers_.end() && users->second.erase(token) > 0 && users->second.empty()) {
+    wd_subscribers_.erase(users);
     inotify_rm_watch(fd_, wd);  // asynchronous in the kernel, unlike closing the instance
   }
 }
@@ -101,11 +101,23 @@ void InotifyHub::Dispatch() {
   // Callbacks may add or remove watches (their own included): collect the tokens first and
   // call each one only if it is still registered, on a copy of its callback.
   std::vector<uint64_t> due;
-  for (const auto& [token, subscriber] : subscribers_) {
-    if (overflow ||
-        (subscriber.only.empty() ? changed.count(subscriber.wd) != 0
-                                 : named.count({subscriber.wd, subscriber.only}) != 0)) {
-      due.push_back(token);
+  if (overflow) {
+    for (const auto& entry : subscribers_) {
+      due.push_back(entry.first);
+    }
+  } else {
+    for (int wd : changed) {
+      auto users = wd_subscribers_.find(wd);
+      if (users == wd_subscribers_.end()) {
+        continue;  // its last watch was removed while its events were queued
+      }
+      for (uint64_t token : users->second) {
+        auto it = subscribers_.find(token);
+        if (it != subscribers_.end() &&
+            (it->second.only.empty() || named.count({wd, it->second.only}) != 0)) {
+          due.push_back(token);
+        }
+      }
     }
   }
   for (uint64_t token : due) {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "boost/asio/execution_context.hpp"
@@ -50,8 +51,10 @@ class InotifyHub : public boost::asio::execution_context::service {
   std::unique_ptr<boost::asio::posix::stream_descriptor> descriptor_;
   std::map<uint64_t, Subscriber> subscribers_;
   // The kernel gives one watch per directory per instance: two subscribers of one directory
-  // share its wd, which is removed with the last of them.
-  std::map<int, int> wd_users_;
+  // share its wd, which is removed with the last of them. Indexed by wd, so that a batch of
+  // events costs what it names, not a walk over every watch (a hundred agents starting at once
+  // each cause a batch).
+  std::map<int, std::set<uint64_t>> wd_subscribers_;
   uint64_t next_token_ = 1;
 };
 

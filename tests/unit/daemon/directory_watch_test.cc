@@ -86,6 +86,19 @@ TEST_F(DirectoryWatchTest, RemovingOneOfTwoWatchesOfADirectoryKeepsTheOther) {
   EXPECT_GT(kept, 0);
 }
 
+TEST_F(DirectoryWatchTest, AWatchFiresOnlyForItsOwnDirectory) {
+  const std::string other = dir_ + "/other";
+  std::filesystem::create_directory(other);
+  int here = 0;
+  int there = 0;
+  DirectoryWatch watch_here(io_, dir_, "record", [&] { ++here; });
+  DirectoryWatch watch_there(io_, other, "record", [&] { ++there; });
+  std::ofstream(other + "/record") << "x\n";
+  Settle();
+  EXPECT_EQ(here, 0);
+  EXPECT_GT(there, 0);
+}
+
 TEST_F(DirectoryWatchTest, AMissingDirectoryCannotBeWatched) {
   DirectoryWatch missing(io_, dir_ + "/absent", "file", [] {});
   EXPECT_FALSE(missing.ok());
