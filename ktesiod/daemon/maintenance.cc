@@ -9,6 +9,8 @@
 #include <ctime>
 #include <set>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "fs/fs.h"
 #include "ktesio/contract/status_macros.h"
@@ -30,6 +32,13 @@ absl::StatusOr<DaemonPaths> Paths(const DaemonOptions& options) {
 bool Exists(const std::string& path) {
   struct stat st {};
   return lstat(path.c_str(), &st) == 0;
+}
+
+// Whether the pid record at `path` names a process (a cleared record is blank: shim/pid_record.h).
+bool HoldsPid(const std::string& path) {
+  absl::StatusOr<std::string> text = fs::ReadFile(path);
+  int pid = 0;
+  return text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &pid) && pid > 1;
 }
 
 // Directories directly under `dir`.
@@ -115,7 +124,7 @@ int RunCheck(const DaemonOptions& options) {
     const std::string run = instance.home + "/run";
     if (!supervisor::IsLive(
             supervisor::ParseState(instance.state).value_or(supervisor::State::kRegistered)) &&
-        Exists(run + "/shim.pid")) {
+        HoldsPid(run + "/shim.pid")) {
       Say("note: instance '" + instance.name + "' is " + instance.state +
           " but its run dir still holds a spawn record (" + run + "); the next start replaces it");
     }

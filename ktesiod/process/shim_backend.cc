@@ -214,11 +214,12 @@ void ShimBackend::Launch(const LaunchSpec& spec,
   // shim rewrites them in the same inodes (shim/pid_record.h).
   unlink((spec.run_dir + "/exit").c_str());
   for (const char* record : {shim::kAgentPidFile, shim::kShimPidFile}) {
-    if (const int err = shim::WritePidRecord(spec.run_dir + "/" + record, 0, /*create=*/false);
-        err != 0 && unlink((spec.run_dir + "/" + record).c_str()) != 0 && errno != ENOENT) {
-      done(LaunchError(
-          absl::StatusCode::kInternal,
-          absl::StrCat("cannot clear ", spec.run_dir, "/", record, ": ", std::strerror(err))));
+    const std::string path = spec.run_dir + "/" + record;
+    const int err = shim::WritePidRecord(path, 0, /*create=*/false);
+    if (err != 0 && unlink(path.c_str()) != 0 && errno != ENOENT) {
+      done(LaunchError(absl::StatusCode::kInternal,
+                       absl::StrCat("cannot clear ", path, " (", std::strerror(err),
+                                    ") nor remove it (", std::strerror(errno), ")")));
       return;
     }
   }

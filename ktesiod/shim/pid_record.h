@@ -1,16 +1,19 @@
 #pragma once
 
-// The run dir's pid records (docs/shim.md "Files in the run directory"), shared by the shim,
+// The run dir's pid records (docs/shim.md, "Files"), shared by the shim,
 // which writes them, and the daemon's process backend, which clears them before a launch and
 // reads them after a crash. POSIX only: the shim includes it.
 //
-// Each record is one line of a fixed width, the pid padded with spaces ("12345     \n"; 0 for
-// none), rewritten in place: a run dir's records keep their inodes from one run to the next.
+// Each record is one line of a fixed width, the pid padded with spaces ("12345     \n"; only
+// spaces for none, so that `kill $(cat agent.pid)` of a cleared record is an error, never
+// `kill 0`), rewritten in place: a run dir's records keep their inodes from one run to the next.
 // A new file per write (a temporary renamed over the record) allocated an inode and freed one
 // every time, and on ext4 an allocation scans past recently freed inodes: with a hundred
-// agents starting at once that was half of the shims' CPU time. A reader sees the old record or
-// the new one (one write of a few bytes, never a shorter file), and checks any pid it reads
-// against the process itself anyway: a stale or torn record is at worst "no process".
+// agents starting at once that was half of the shims' CPU time. A record is rewritten by one
+// write of the same length, so a reader sees the old line or the new one; one racing the copy
+// itself could see a mix of the two, and one racing the creation an empty file. Every reader
+// checks the pid it reads against the live process anyway: a stale, torn or blank record is at
+// worst "no process", as a missing one is.
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -29,9 +32,9 @@ inline constexpr const char* kAgentPidFile = "agent.pid";
 // "%-10d\n": a pid_t has at most 10 digits.
 inline constexpr size_t kPidRecordBytes = 11;
 
-// Writes `pid` (0: none) as `path`'s record, in place. When the file does not exist it is
-// created, unless `create` is false (a record that is not there needs no clearing). Returns 0,
-// or the errno of the step that failed.
+// Writes `pid` as `path`'s record, in place; 0 (none) clears it to a blank line. When the file does
+// not exist it is created, unless `create` is false (a record that is not there needs no clearing).
+// Returns 0, or the errno of the step that failed.
 inline int WritePidRecord(const std::string& path, pid_t pid, bool create) {
   // O_NONBLOCK: a FIFO in the record's place fails the open instead of blocking it.
   const int flags = O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0);
@@ -40,7 +43,11 @@ inline int WritePidRecord(const std::string& path, pid_t pid, bool create) {
     return !create && errno == ENOENT ? 0 : errno;
   }
   char line[kPidRecordBytes + 1];
-  std::snprintf(line, sizeof(line), "%-10d\n", static_cast<int>(pid));
+  if (pid > 0) {
+    std::snprintf(line, sizeof(line), "%-10d\n", static_cast<int>(pid));
+  } else {
+    std::snprintf(line, sizeof(line), "%10s\n", "");
+  }
   int err = 0;
   struct stat info {};
   if (fstat(fd, &info) != 0) {

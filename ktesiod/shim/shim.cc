@@ -206,8 +206,12 @@ int RunShim(const Options& o) {
   for (const char* stale : {kExitFile, kRespawnGrantFile, kRespawnedFile}) {
     unlink((o.run_dir + "/" + stale).c_str());
   }
-  if (!WritePid(o, kAgentPidFile, 0, /*create=*/false, &error) ||
-      !WritePid(o, kShimPidFile, getpid(), /*create=*/true, &error)) {
+  if (!WritePid(o, kAgentPidFile, 0, /*create=*/false, &error)) {
+    // Not a record that can be rewritten (something else in its place): removed as before, and
+    // when even that fails, writing the agent's pid below reports it.
+    unlink((o.run_dir + "/" + kAgentPidFile).c_str());
+  }
+  if (!WritePid(o, kShimPidFile, getpid(), /*create=*/true, &error)) {
     return SetupFailed(o, error);
   }
   SegmentLog log(o.log_dir, o.max_bytes, o.keep);

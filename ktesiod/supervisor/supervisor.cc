@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "boost/asio/post.hpp"
@@ -31,13 +32,15 @@ using internal::kReadinessWindow;
 
 std::string CurrentBootId() {
   // Read once: it changes only with a reboot, which this process does not outlive (it was read
-  // again at every launch).
-  static const std::string id = [] {
+  // again at every launch). A failed read (out of descriptors) is not kept: the next call reads
+  // again.
+  static std::mutex mu;
+  static std::string id;
+  std::lock_guard<std::mutex> lock(mu);
+  if (id.empty()) {
     std::ifstream file("/proc/sys/kernel/random/boot_id");
-    std::string line;
-    std::getline(file, line);
-    return line;
-  }();
+    std::getline(file, id);
+  }
   return id;
 }
 

@@ -87,7 +87,8 @@ void Supervisor::WatchShim(const process::ProcessIdentity& shim, const std::stri
 
 void Supervisor::OnRespawned(const std::string& name, const std::string& home,
                              uint64_t generation) {
-  // The run dir changes at every usage batch too: look for the record before touching the store.
+  // Called for each write of the record's name (and for every watch when inotify lost events):
+  // look for the record before touching the store.
   std::optional<process::Respawned> respawned = ReadRespawned(name, home);
   if (!respawned.has_value()) {
     return;

@@ -2,6 +2,7 @@
 
 #include "pid_record.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,8 +33,8 @@ TEST(PidRecord, IsOneFixedWidthLineRewrittenInTheSameInode) {
   EXPECT_EQ(ReadFile(path).value_or(""), "7         \n");
   ASSERT_EQ(WritePidRecord(path, 2147483647, /*create=*/false), 0);
   EXPECT_EQ(ReadFile(path).value_or(""), "2147483647\n");
-  ASSERT_EQ(WritePidRecord(path, 0, /*create=*/false), 0);  // cleared
-  EXPECT_EQ(ReadFile(path).value_or(""), "0         \n");
+  ASSERT_EQ(WritePidRecord(path, 0, /*create=*/false), 0);  // cleared: blank, never "0"
+  EXPECT_EQ(ReadFile(path).value_or(""), "          \n");
   EXPECT_EQ(InodeOf(path), inode);
 }
 
@@ -63,6 +64,14 @@ TEST(PidRecord, WritesIntoNothingButARegularFile) {
   struct stat info {};
   ASSERT_EQ(lstat(fifo.c_str(), &info), 0);
   EXPECT_TRUE(S_ISFIFO(info.st_mode));
+
+  // A FIFO that has a reader opens, and is still refused (fstat): nothing is written into it.
+  const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  EXPECT_EQ(WritePidRecord(fifo, 42, /*create=*/true), EINVAL);
+  char byte = 0;
+  EXPECT_EQ(read(reader, &byte, 1), 0);  // empty, and no writer left open
+  close(reader);
 
   // A directory in the record's place.
   const std::string directory = dir.run_dir() + "/dir.pid";
