@@ -9,13 +9,12 @@
 #include <ctime>
 #include <set>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "fs/fs.h"
 #include "ktesio/contract/status_macros.h"
 #include "paths/paths.h"
 #include "server/instance_lock.h"
+#include "shim/pid_record.h"
 #include "store/maintenance.h"
 #include "store/store.h"
 #include "supervisor/lifecycle.h"
@@ -32,13 +31,6 @@ absl::StatusOr<DaemonPaths> Paths(const DaemonOptions& options) {
 bool Exists(const std::string& path) {
   struct stat st {};
   return lstat(path.c_str(), &st) == 0;
-}
-
-// Whether the pid record at `path` names a process (a cleared record is blank: shim/pid_record.h).
-bool HoldsPid(const std::string& path) {
-  absl::StatusOr<std::string> text = fs::ReadFile(path);
-  int pid = 0;
-  return text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &pid) && pid > 1;
 }
 
 // Directories directly under `dir`.
@@ -124,7 +116,7 @@ int RunCheck(const DaemonOptions& options) {
     const std::string run = instance.home + "/run";
     if (!supervisor::IsLive(
             supervisor::ParseState(instance.state).value_or(supervisor::State::kRegistered)) &&
-        HoldsPid(run + "/shim.pid")) {
+        shim::ReadPidRecord(run + "/" + shim::kShimPidFile) != 0) {
       Say("note: instance '" + instance.name + "' is " + instance.state +
           " but its run dir still holds a spawn record (" + run + "); the next start replaces it");
     }

@@ -21,7 +21,6 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -215,11 +214,9 @@ void ShimBackend::Launch(const LaunchSpec& spec,
   unlink((spec.run_dir + "/exit").c_str());
   for (const char* record : {shim::kAgentPidFile, shim::kShimPidFile}) {
     const std::string path = spec.run_dir + "/" + record;
-    const int err = shim::WritePidRecord(path, 0, /*create=*/false);
-    if (err != 0 && unlink(path.c_str()) != 0 && errno != ENOENT) {
+    if (const int err = shim::ClearPidRecord(path); err != 0) {
       done(LaunchError(absl::StatusCode::kInternal,
-                       absl::StrCat("cannot clear ", path, " (", std::strerror(err),
-                                    ") nor remove it (", std::strerror(errno), ")")));
+                       absl::StrCat("cannot clear or remove ", path, ": ", std::strerror(err))));
       return;
     }
   }
@@ -443,15 +440,7 @@ std::optional<ExitRecord> ShimBackend::ReadExit(const std::string& run_dir) {
 }
 
 std::optional<Launched> ShimBackend::UnconfirmedLaunch(const std::string& run_dir) {
-  auto pid_in = [&](const char* file) {
-    int pid = 0;
-    absl::StatusOr<std::string> text = fs::ReadFile(run_dir + "/" + file);
-    if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &pid) || pid <= 1) {
-      return pid_t{0};
-    }
-    return static_cast<pid_t>(pid);
-  };
-  const pid_t shim_pid = pid_in(shim::kShimPidFile);
+  const pid_t shim_pid = shim::ReadPidRecord(run_dir + "/" + shim::kShimPidFile);
   if (shim_pid == 0) {
     return std::nullopt;
   }
@@ -467,7 +456,7 @@ std::optional<Launched> ShimBackend::UnconfirmedLaunch(const std::string& run_di
   }
   Launched left;
   left.shim = {shim_pid, *shim_start};
-  const pid_t agent_pid = pid_in(shim::kAgentPidFile);
+  const pid_t agent_pid = shim::ReadPidRecord(run_dir + "/" + shim::kAgentPidFile);
   absl::StatusOr<std::string> stat = fs::ReadFile(absl::StrCat("/proc/", agent_pid, "/stat"));
   if (agent_pid != 0 && stat.ok()) {
     // Field 4, after the parenthesised command (which may itself hold spaces and parentheses).

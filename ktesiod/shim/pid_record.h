@@ -22,6 +22,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <string>
 
 namespace ktesio::daemon::shim {
@@ -32,21 +34,16 @@ inline constexpr const char* kAgentPidFile = "agent.pid";
 // "%-10d\n": a pid_t has at most 10 digits.
 inline constexpr size_t kPidRecordBytes = 11;
 
-// Writes `pid` as `path`'s record, in place; 0 (none) clears it to a blank line. When the file does
-// not exist it is created, unless `create` is false (a record that is not there needs no clearing).
-// Returns 0, or the errno of the step that failed.
-inline int WritePidRecord(const std::string& path, pid_t pid, bool create) {
+namespace pid_record_internal {
+
+// Writes the record `line` (kPidRecordBytes long) into `path` in place, creating the file when
+// `create`. Returns 0, or the errno of the step that failed (ENOENT: no file and not `create`).
+inline int Rewrite(const std::string& path, const char* line, bool create) {
   // O_NONBLOCK: a FIFO in the record's place fails the open instead of blocking it.
   const int flags = O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0);
   const int fd = open(path.c_str(), flags, 0600);
   if (fd < 0) {
-    return !create && errno == ENOENT ? 0 : errno;
-  }
-  char line[kPidRecordBytes + 1];
-  if (pid > 0) {
-    std::snprintf(line, sizeof(line), "%-10d\n", static_cast<int>(pid));
-  } else {
-    std::snprintf(line, sizeof(line), "%10s\n", "");
+    return errno;
   }
   int err = 0;
   struct stat info {};
@@ -68,6 +65,58 @@ inline int WritePidRecord(const std::string& path, pid_t pid, bool create) {
   }
   close(fd);
   return err;
+}
+
+}  // namespace pid_record_internal
+
+// Writes `pid` (> 0) as `path`'s record, in place, creating the file if needed. Returns 0, or the
+// errno of the step that failed.
+inline int WritePidRecord(const std::string& path, pid_t pid) {
+  char line[kPidRecordBytes + 1];
+  std::snprintf(line, sizeof(line), "%-10d\n", static_cast<int>(pid));
+  return pid_record_internal::Rewrite(path, line, /*create=*/true);
+}
+
+// Clears `path`'s record to a blank line, in place. A record that is not there needs no clearing;
+// something that cannot be rewritten in its place (a FIFO, a directory) is removed instead.
+// Returns 0, or the errno of that removal.
+inline int ClearPidRecord(const std::string& path) {
+  char line[kPidRecordBytes + 1];
+  std::snprintf(line, sizeof(line), "%10s\n", "");
+  const int err = pid_record_internal::Rewrite(path, line, /*create=*/false);
+  if (err == 0 || err == ENOENT || unlink(path.c_str()) == 0 || errno == ENOENT) {
+    return 0;
+  }
+  return errno;
+}
+
+// The pid `path`'s record names, or 0: none (blank, missing, unreadable or not a pid above 1).
+// Only a hint: a reader checks the process itself before acting on it.
+inline pid_t ReadPidRecord(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    return 0;
+  }
+  char text[32] = {};
+  ssize_t n = -1;
+  do {
+    n = read(fd, text, sizeof(text) - 1);
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) {
+    return 0;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long pid = std::strtol(text, &end, 10);
+  while (end != nullptr && (*end == ' ' || *end == '\n')) {
+    ++end;
+  }
+  if (errno != 0 || end == text || end == nullptr || *end != '\0' || pid <= 1 ||
+      pid > std::numeric_limits<pid_t>::max()) {
+    return 0;
+  }
+  return static_cast<pid_t>(pid);
 }
 
 }  // namespace ktesio::daemon::shim

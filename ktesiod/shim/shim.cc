@@ -178,9 +178,9 @@ bool WriteExitRecord(const Options& o, const std::string& record) {
   return true;
 }
 
-bool WritePid(const Options& o, const char* file, pid_t pid, bool create, std::string* error) {
+bool WritePid(const Options& o, const char* file, pid_t pid, std::string* error) {
   const std::string path = o.run_dir + "/" + file;
-  if (const int err = WritePidRecord(path, pid, create); err != 0) {
+  if (const int err = WritePidRecord(path, pid); err != 0) {
     *error = ErrnoMessage("write " + path, err);
     return false;
   }
@@ -206,12 +206,9 @@ int RunShim(const Options& o) {
   for (const char* stale : {kExitFile, kRespawnGrantFile, kRespawnedFile}) {
     unlink((o.run_dir + "/" + stale).c_str());
   }
-  if (!WritePid(o, kAgentPidFile, 0, /*create=*/false, &error)) {
-    // Not a record that can be rewritten (something else in its place): removed as before, and
-    // when even that fails, writing the agent's pid below reports it.
-    unlink((o.run_dir + "/" + kAgentPidFile).c_str());
-  }
-  if (!WritePid(o, kShimPidFile, getpid(), /*create=*/true, &error)) {
+  // (When even that fails, writing the agent's pid below reports it.)
+  ClearPidRecord(o.run_dir + "/" + kAgentPidFile);
+  if (!WritePid(o, kShimPidFile, getpid(), &error)) {
     return SetupFailed(o, error);
   }
   SegmentLog log(o.log_dir, o.max_bytes, o.keep);
@@ -227,7 +224,7 @@ int RunShim(const Options& o) {
     WriteExitRecord(o, "exec-failed " + std::to_string(spawn.error) + "\n");
     return 0;
   }
-  if (!WritePid(o, kAgentPidFile, spawn.pid, /*create=*/true, &error)) {
+  if (!WritePid(o, kAgentPidFile, spawn.pid, &error)) {
     Report(error);  // The handshake still names the pid; keep supervising the running agent.
   }
   if (!Handshake(o,
@@ -282,8 +279,7 @@ int RunShim(const Options& o) {
       return 0;
     }
     ConsumeRespawnGrant(o.run_dir);
-    if (!SwitchUsageFile(*grant, &p, &error) ||
-        !WritePid(o, kAgentPidFile, spawn.pid, /*create=*/true, &error) ||
+    if (!SwitchUsageFile(*grant, &p, &error) || !WritePid(o, kAgentPidFile, spawn.pid, &error) ||
         !WriteFileAtomic(
             o.run_dir, kRespawnedFile,
             FormatRespawned(status, run_ms, spawn.pid, ProcStartTime(spawn.pid), started_at_ms),
