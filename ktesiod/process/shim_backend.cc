@@ -34,6 +34,7 @@
 #include "fs/directory_watch.h"
 #include "fs/fs.h"
 #include "ktesio/contract/error.h"
+#include "process/shim_launcher.h"
 #include "shim/pid_record.h"
 
 namespace ktesio::daemon::process {
@@ -138,16 +139,20 @@ struct ShimBackend::Watch {
   std::unique_ptr<fs::DirectoryWatch> respawns;  // the run dir, for relaunch records
 };
 
-ShimBackend::ShimBackend(asio::io_context& io, std::function<ShimSearch()> locate)
-    : io_(io), locate_(std::move(locate)), search_(locate_()) {}
+ShimBackend::ShimBackend(asio::io_context& io, std::function<ShimSearch()> locate, ShimStart start)
+    : io_(io), locate_(std::move(locate)), search_(locate_()), start_(start) {}
 
-// posix_spawn suspends the calling thread until the child has exec'd (CLONE_VFORK): most of a
-// millisecond per shim on a VM, spent in the kernel. One thread does the spawns, in order, so
-// that the owner thread prepares the next start meanwhile: a boot's autostarts and a
-// `start --all` overlap their store writes and config delivery with the spawns before them.
+// A spawn waits: posix_spawn suspends the calling thread until the child has exec'd (CLONE_VFORK,
+// most of a millisecond per shim on a VM, spent in the kernel), and the launcher answers once it
+// has forked. One thread does the spawns, in order, so that the owner thread prepares the next
+// start meanwhile: a boot's autostarts and a `start --all` overlap their store writes and config
+// delivery with the spawns before them. The thread owns the shim launcher.
 class ShimBackend::Spawner {
  public:
-  Spawner() : thread_([this] { Run(); }) {}
+  using Job = std::function<void(ShimLauncher* launcher)>;
+  explicit Spawner(ShimStart start)
+      : launcher_(start == ShimStart::kLauncher ? std::make_unique<ShimLauncher>() : nullptr),
+        thread_([this] { Run(); }) {}
   Spawner(const Spawner&) = delete;
   Spawner& operator=(const Spawner&) = delete;
   // Spawns what is queued, then ends: a queued launch is never dropped (its pipe would leak and
@@ -160,7 +165,7 @@ class ShimBackend::Spawner {
     thread_.join();
   }
 
-  void Submit(std::function<void()> job) {
+  void Submit(Job job) {
     absl::MutexLock lock(&mu_);
     jobs_.push_back(std::move(job));
   }
@@ -171,7 +176,7 @@ class ShimBackend::Spawner {
   void Run() {
     pthread_setname_np(pthread_self(), "kt-spawn");
     for (;;) {
-      std::function<void()> job;
+      Job job;
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(this, &Spawner::Ready));
@@ -181,12 +186,14 @@ class ShimBackend::Spawner {
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
-      job();
+      job(launcher_.get());
     }
+    launcher_.reset();  // on this thread, which started it (and so the launcher's parent)
   }
 
+  std::unique_ptr<ShimLauncher> launcher_;  // used on the thread only
   absl::Mutex mu_;
-  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: it starts running once the members above exist
 };
@@ -230,20 +237,40 @@ void ShimBackend::Launch(const LaunchSpec& spec,
   const std::string shim_log = spec.run_dir + "/shim.log";
   // The spawn itself runs on the spawner thread; everything after it back on the owner thread.
   if (spawner_ == nullptr) {
-    spawner_ = std::make_unique<Spawner>();
+    spawner_ = std::make_unique<Spawner>(start_);
   }
   spawner_->Submit([this, argv = std::move(argv), env = spec.env, shim_path = shim_path, shim_log,
                     exec = spec.exec, ready_read = ready[0], ready_write = ready[1],
-                    done = std::move(done)]() mutable {
+                    done = std::move(done)](ShimLauncher* launcher) mutable {
     pid_t shim_pid = 0;
-    const int rc =
-        SpawnShim(std::move(argv), std::move(env), shim_path, shim_log, ready_write, &shim_pid);
-    asio::post(io_, [this, rc, shim_pid, shim_path, shim_log, exec, ready_read,
-                     done = std::move(done)]() mutable {
-      if (rc != 0) {
+    int rc = 0;
+    std::string failure;  // the launcher's, when it may have forked: no second attempt
+    bool spawned = false;
+    if (launcher != nullptr) {
+      // The shim's log, opened here as posix_spawn's file action opens it in the child.
+      const int log_fd = open(shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      if (log_fd >= 0) {
+        ShimLauncher::Result forked = launcher->Launch(shim_path, argv, env, log_fd, ready_write);
+        close(log_fd);
+        if (forked.outcome != ShimLauncher::Outcome::kNotTried) {
+          close(ready_write);
+          spawned = true;
+          shim_pid = forked.pid;
+          failure = std::move(forked.message);
+        }
+      }
+    }
+    if (!spawned) {
+      rc = SpawnShim(std::move(argv), std::move(env), shim_path, shim_log, ready_write, &shim_pid);
+    }
+    asio::post(io_, [this, rc, shim_pid, failure = std::move(failure), shim_path, shim_log, exec,
+                     ready_read, done = std::move(done)]() mutable {
+      if (rc != 0 || !failure.empty()) {
         close(ready_read);
         done(LaunchError(absl::StatusCode::kInternal,
-                         absl::StrCat("cannot spawn ", shim_path, ": ", std::strerror(rc))));
+                         !failure.empty()
+                             ? failure
+                             : absl::StrCat("cannot spawn ", shim_path, ": ", std::strerror(rc))));
         return;
       }
       AwaitHandshake(shim_pid, ready_read, exec, shim_log, std::move(done));

@@ -1,8 +1,9 @@
 #pragma once
 
-// The POSIX process backend: every agent runs under its own ktesio-shim (spawned with
-// posix_spawn in a new session), which owns the agent's stdio and exit status so the agent
-// outlives the daemon. Exits are observed through pidfds on the engine's event loop: no polling.
+// The POSIX process backend: every agent runs under its own ktesio-shim (forked by the shim
+// launcher, shim_launcher.h, or spawned with posix_spawn; in a new session either way), which owns
+// the agent's stdio and exit status so the agent outlives the daemon. Exits are observed through
+// pidfds on the engine's event loop: no polling.
 //
 // Thread-safety: engine thread only.
 
@@ -30,11 +31,16 @@ struct ShimSearch {
 // in ./shim/ beside it (build tree).
 ShimSearch LocateShim();
 
+// How new shims are started: forked by the shim launcher (falling back to an exec whenever the
+// launcher cannot take a launch), or always exec'd.
+enum class ShimStart { kLauncher, kExec };
+
 class ShimBackend final : public ProcessBackend {
  public:
   // `locate` is asked again at a launch while no shim has been found, so installing the shim
   // after the daemon started needs no restart.
-  ShimBackend(boost::asio::io_context& io, std::function<ShimSearch()> locate = LocateShim);
+  ShimBackend(boost::asio::io_context& io, std::function<ShimSearch()> locate = LocateShim,
+              ShimStart start = ShimStart::kLauncher);
   ~ShimBackend() override;
 
   std::string Problem() const override { return search_.Problem(); }
@@ -67,6 +73,7 @@ class ShimBackend final : public ProcessBackend {
   boost::asio::io_context& io_;
   std::function<ShimSearch()> locate_;
   ShimSearch search_;
+  ShimStart start_;
   uint64_t next_watch_ = 0;
   std::map<uint64_t, std::unique_ptr<Watch>> watches_;
   // Made at the first launch; declared last so that it is joined first, while every member its

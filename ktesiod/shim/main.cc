@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "io.h"
+#include "launcher.h"
+#include "launcher_protocol.h"
 #include "options.h"
 #include "shim.h"
 
@@ -26,12 +28,9 @@ void EnsureStandardFds() {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The shim proper, exec'd (main) or forked by the launcher: `args` are those after argv[0].
+int ShimMain(const std::vector<std::string_view>& args) {
   namespace shim = ktesio::daemon::shim;
-  EnsureStandardFds();
-  std::vector<std::string_view> args(argv + 1, argv + argc);
   shim::ParseResult parsed = shim::ParseOptions(args);
   if (parsed.help) {
     shim::WriteOnce(STDOUT_FILENO, shim::UsageText());
@@ -48,4 +47,22 @@ int main(int argc, char** argv) {
     return shim::kExitUsage;
   }
   return shim::RunShim(*parsed.options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace shim = ktesio::daemon::shim;
+  EnsureStandardFds();
+  if (argc > 1 && argv[1] == shim::kLauncherFlag) {
+    // Started by ktesiod with its socket on fd 3 (and kLauncherTitleBytes empty arguments after
+    // the flag); nothing else starts it.
+    constexpr int kControlFd = 3;
+    if (fcntl(kControlFd, F_GETFD) < 0) {
+      shim::Report("--launcher needs the daemon's socket on fd 3");
+      return shim::kExitUsage;
+    }
+    return shim::RunLauncher(kControlFd, argc, argv, &ShimMain);
+  }
+  return ShimMain(std::vector<std::string_view>(argv + 1, argv + argc));
 }

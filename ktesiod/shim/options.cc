@@ -8,7 +8,8 @@ namespace {
 
 constexpr std::string_view kUsage =
     "usage: ktesio-shim --run-dir DIR --log-dir DIR --cwd DIR [--stdin-fifo] [--max-bytes N]\n"
-    "                   [--keep N] [--ready-fd FD] [--usage-file PATH] -- EXEC [ARGS...]\n";
+    "                   [--keep N] [--ready-fd FD] [--usage-file PATH] -- EXEC [ARGS...]\n"
+    "       ktesio-shim --launcher   (started by ktesiod, its socket on fd 3)\n";
 
 std::optional<std::uint64_t> ParseNumber(std::string_view text) {
   std::uint64_t value = 0;

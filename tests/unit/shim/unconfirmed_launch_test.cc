@@ -5,17 +5,15 @@
 
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "boost/asio/executor_work_guard.hpp"
+#include "backend_test_util.h"
 #include "boost/asio/io_context.hpp"
 #include "pid_record.h"
 #include "process/shim_backend.h"
@@ -53,52 +51,12 @@ ino_t InodeOf(const std::string& path) {
   return lstat(path.c_str(), &info) == 0 ? info.st_ino : 0;
 }
 
-// The backend spawned the shim as this process's child: reap it once it exits.
-bool Reaped(pid_t shim) {
-  return WaitUntil([&] { return waitpid(shim, nullptr, WNOHANG) == shim; });
-}
-
-// A launch through the backend, run to its handshake.
-absl::StatusOr<process::Launched> LaunchProbe(boost::asio::io_context& io,
-                                              process::ShimBackend& backend, const TempDir& dir) {
-  process::LaunchSpec spec;
-  spec.exec = KTESIO_PROBE_PATH;
-  spec.args = {"--heartbeat-ms", "1000"};
-  spec.cwd = dir.path();
-  spec.run_dir = dir.run_dir();
-  spec.log_dir = dir.log_dir();
-  std::optional<absl::StatusOr<process::Launched>> result;
-  backend.Launch(spec, [&](absl::StatusOr<process::Launched> launched) { result = launched; });
-  // The spawn runs on the backend's own thread, which posts the rest back: keep the loop
-  // waiting for it.
-  auto busy = boost::asio::make_work_guard(io);
-  io.restart();
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (!result.has_value() && std::chrono::steady_clock::now() < deadline) {
-    io.run_one_for(std::chrono::milliseconds(100));
-  }
-  if (!result.has_value()) {
-    return absl::DeadlineExceededError("no handshake");
-  }
-  return *result;
-}
-
-// Kills a launched agent's process group when the test ends, whichever way it ends.
-struct KillGroupOnExit {
-  pid_t group = 0;
-  ~KillGroupOnExit() {
-    if (group > 1) {
-      kill(-group, SIGKILL);
-    }
-  }
-};
-
 // Each launch clears the previous run's records and the shim rewrites them, all in the same two
 // inodes: starting an agent allocates no inode for them (shim/pid_record.h).
 TEST(UnconfirmedLaunch, ALaunchRewritesThePidRecordsInPlace) {
   TempDir dir;
   boost::asio::io_context io;
-  process::ShimBackend backend(io, [] { return process::ShimSearch{KTESIO_SHIM_PATH, {}}; });
+  process::ShimBackend backend(io, BuiltShim);
   absl::StatusOr<process::Launched> first = LaunchProbe(io, backend, dir);
   ASSERT_TRUE(first.ok()) << first.status();
   KillGroupOnExit first_guard{first->agent.pid};
@@ -117,7 +75,7 @@ TEST(UnconfirmedLaunch, ALaunchRewritesThePidRecordsInPlace) {
       << std::strerror(errno) << "; the log: " << ReadLog(dir.log_dir());
   first_guard.group = 0;  // killed: its pid may belong to someone else from here on
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir.run_dir() + "/exit").has_value(); }));
-  ASSERT_TRUE(Reaped(first->shim.pid));
+  ASSERT_TRUE(Gone(first->shim.pid));
 
   absl::StatusOr<process::Launched> second = LaunchProbe(io, backend, dir);
   ASSERT_TRUE(second.ok()) << second.status();
@@ -134,7 +92,7 @@ TEST(UnconfirmedLaunch, ALaunchRewritesThePidRecordsInPlace) {
   EXPECT_EQ(left->agent.pid, second->agent.pid);
   ASSERT_EQ(kill(-second->agent.pid, SIGKILL), 0);
   second_guard.group = 0;
-  EXPECT_TRUE(Reaped(second->shim.pid));
+  EXPECT_TRUE(Gone(second->shim.pid));
 }
 
 TEST(UnconfirmedLaunch, FindsNothingWhenTheShimIsGone) {

@@ -1,0 +1,186 @@
+#include "launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "io.h"
+#include "launcher_protocol.h"
+
+extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, no header declares it
+
+namespace ktesio::daemon::shim {
+namespace {
+
+constexpr size_t kFdsPerRequest = 2;  // the shim's stderr, its handshake pipe
+
+bool SendAnswer(int control_fd, int32_t answer) {
+  for (;;) {
+    if (send(control_fd, &answer, sizeof(answer), MSG_NOSIGNAL) == sizeof(answer)) {
+      return true;
+    }
+    if (errno != EINTR) {
+      return false;
+    }
+  }
+}
+
+// The launcher's command line area: where main()'s argument strings lie, contiguous from
+// argv[0] to the last one's NUL, and how much of it the launcher's own title uses.
+struct TitleArea {
+  char* begin = nullptr;
+  size_t size = 0;
+  size_t used = 0;
+};
+
+TitleArea FindTitleArea(int argc, char** argv) {
+  TitleArea area;
+  if (argc < 1) {
+    return area;
+  }
+  area.begin = argv[0];
+  char* end = argv[argc - 1] + std::strlen(argv[argc - 1]) + 1;
+  for (int i = 0; i < argc; ++i) {
+    if (argv[i] < area.begin || argv[i] >= end) {
+      return {};  // not the kernel's contiguous layout: show no title rather than write astray
+    }
+  }
+  area.size = static_cast<size_t>(end - area.begin);
+  area.used = std::strlen(argv[0]) + 1 + (argc > 1 ? std::strlen(argv[1]) + 1 : 0);
+  return area;
+}
+
+// In the forked shim: its own arguments over the launcher's, whole ones while they fit (the
+// parent checked that EXEC, --run-dir and the run dir do), and NULs over what is left of the
+// launcher's title. The rest of the area was NULs from the start (empty arguments).
+void WriteTitle(const TitleArea& area, const std::vector<std::string_view>& argv) {
+  size_t used = 0;
+  for (std::string_view arg : argv) {
+    if (used + arg.size() + 1 > area.size) {
+      break;
+    }
+    std::memcpy(area.begin + used, arg.data(), arg.size());
+    area.begin[used + arg.size()] = '\0';
+    used += arg.size() + 1;
+  }
+  if (used < area.used) {
+    std::memset(area.begin + used, 0, area.used - used);
+  }
+}
+
+// In the forked shim: the process an exec'd shim starts as (a new session, default signal
+// dispositions, an empty mask, stderr and the handshake pipe on fds 2 and 3, nothing else open),
+// then the shim itself.
+[[noreturn]] void RunForkedShim(const TitleArea& area, std::string_view request,
+                                const std::array<int, kFdsPerRequest>& fds, ShimEntry entry) {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    signal(sig, SIG_DFL);  // fails harmlessly for SIGKILL, SIGSTOP and glibc's own
+  }
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);
+  setsid();
+  if (dup2(fds[0], STDERR_FILENO) < 0 || dup2(fds[1], 3) < 0) {
+    _exit(127);
+  }
+  close_range(4, ~0U, 0);  // the request's own descriptors and, on fd 3 before, the socket
+  std::vector<std::string_view> argv;
+  std::vector<std::string_view> env;
+  DecodeLaunchRequest(request, &argv, &env);  // the parent decoded it already
+  WriteTitle(area, argv);
+  // The agent inherits the shim's environment (execvp uses environ): the one in the request.
+  // Pointers into `request`, whose NUL-terminated strings live as long as this process.
+  static std::vector<char*> env_pointers;
+  for (std::string_view value : env) {
+    env_pointers.push_back(const_cast<char*>(value.data()));
+  }
+  env_pointers.push_back(nullptr);
+  environ = env_pointers.data();
+  std::exit(entry({argv.begin() + 1, argv.end()}));
+}
+
+}  // namespace
+
+int RunLauncher(int control_fd, int argc, char** argv, ShimEntry entry) {
+  // Forked shims are reaped by the kernel (the daemon watches them through pidfds, as it does a
+  // shim it adopted); a daemon gone mid-answer is a failed send, not a SIGPIPE.
+  signal(SIGCHLD, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  const TitleArea area = FindTitleArea(argc, argv);
+  if (!SendAnswer(control_fd, kLauncherHello)) {
+    Report(ErrnoMessage("--launcher: cannot greet the daemon on fd " + std::to_string(control_fd),
+                        errno));
+    return 1;
+  }
+  for (;;) {
+    // The size first, so that a request is read whole into a buffer of its size.
+    const ssize_t size = recv(control_fd, nullptr, 0, MSG_PEEK | MSG_TRUNC);
+    if (size == 0) {
+      return 0;  // the daemon closed its end (the daemon never sends an empty request)
+    }
+    if (size < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      Report(ErrnoMessage("--launcher: recv", errno));
+      return 1;
+    }
+    std::string request(static_cast<size_t>(size), '\0');
+    alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * kFdsPerRequest)> control{};
+    iovec iov{request.data(), request.size()};
+    msghdr message{};
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.data();
+    message.msg_controllen = control.size();
+    const ssize_t got = recvmsg(control_fd, &message, MSG_CMSG_CLOEXEC);
+    if (got < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      Report(ErrnoMessage("--launcher: recvmsg", errno));
+      return 1;
+    }
+    std::vector<int> received;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int fd = -1;
+          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+          received.push_back(fd);
+        }
+      }
+    }
+    std::vector<std::string_view> shim_argv;
+    std::vector<std::string_view> shim_env;
+    int32_t answer = 0;
+    if (got != size || (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
+        received.size() != kFdsPerRequest || !DecodeLaunchRequest(request, &shim_argv, &shim_env)) {
+      answer = -EPROTO;
+    } else if (!LaunchTitleFits(shim_argv, area.size)) {
+      answer = -E2BIG;
+    } else {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        RunForkedShim(area, request, {received[0], received[1]}, entry);
+      }
+      answer = pid > 0 ? pid : -errno;
+    }
+    for (int fd : received) {
+      close(fd);
+    }
+    if (!SendAnswer(control_fd, answer)) {
+      return 0;  // the daemon is gone; a shim forked for it finds its handshake pipe closed
+    }
+  }
+}
+
+}  // namespace ktesio::daemon::shim
