@@ -19,11 +19,9 @@ namespace ktesio::daemon::shim::testing {
 process::ShimSearch BuiltShim();
 
 // A launch of ktesio-probe with `args` (and `env`) through `backend`, run to its handshake.
-absl::StatusOr<process::Launched> LaunchProbe(boost::asio::io_context& io,
-                                              process::ShimBackend& backend, const TempDir& dir,
-                                              std::vector<std::string> args = {"--heartbeat-ms",
-                                                                               "1000"},
-                                              std::vector<std::string> env = {});
+absl::StatusOr<process::Launched> LaunchProbe(
+    boost::asio::io_context& io, process::ShimBackend& backend, const TempDir& dir,
+    std::vector<std::string> args = {"--heartbeat-ms", "1000"}, std::vector<std::string> env = {});
 
 // Whether `pid` is gone: reaped here when it is this process's child (an exec'd shim), else no
 // longer in /proc (a shim the launcher forked is reaped by the kernel).

@@ -58,12 +58,12 @@ TEST(LauncherProtocol, RefusesAnythingButExactlyTheAnnouncedStrings) {
   std::memcpy(huge_count.data() + 4, &count, sizeof(count));
   const std::vector<std::string> bad = {
       "",
-      good.substr(0, 11),                   // a header cut short
-      bad_magic,                            //
-      good.substr(0, good.size() - 1),      // the last string without its NUL
-      good + "x"s + '\0',                   // one string more than announced
-      huge_count,                           // more strings than bytes
-      EncodeLaunchRequest({}, {"A=1"}),     // no arguments at all
+      good.substr(0, 11),                // a header cut short
+      bad_magic,                         //
+      good.substr(0, good.size() - 1),   // the last string without its NUL
+      good + "x"s + '\0',                // one string more than announced
+      huge_count,                        // more strings than bytes
+      EncodeLaunchRequest({}, {"A=1"}),  // no arguments at all
   };
   for (const std::string& message : bad) {
     EXPECT_FALSE(DecodeLaunchRequest(message, &argv, &env)) << absl::CEscape(message);
@@ -97,9 +97,9 @@ TEST(ShimLauncher, ForksShimsThatLookAndRunAsExecdOnes) {
   TempDir dir;
   boost::asio::io_context io;
   process::ShimBackend backend(io, BuiltShim);
-  absl::StatusOr<process::Launched> launched = LaunchProbe(
-      io, backend, dir, {"--print-env", "KT_LAUNCHER_VAR", "--heartbeat-ms", "1000"},
-      {"KT_LAUNCHER_VAR=from the request", "PATH=/usr/bin:/bin"});
+  absl::StatusOr<process::Launched> launched =
+      LaunchProbe(io, backend, dir, {"--print-env", "KT_LAUNCHER_VAR", "--heartbeat-ms", "1000"},
+                  {"KT_LAUNCHER_VAR=from the request", "PATH=/usr/bin:/bin"});
   ASSERT_TRUE(launched.ok()) << launched.status();
   KillGroupOnExit guard{launched->agent.pid};
   // Forked by the launcher, the daemon's (here: this test's) child.
