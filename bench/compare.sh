@@ -218,7 +218,7 @@ ktesio() {
   done
   record warm_start_s ktesio "$(printf '%s\n' "${times[@]}" | best)"
   sleep 1
-  measure_running ktesio "$daemon" "$(pgrep -f "ktesio-shim --run-dir $work" | xargs)" "$KTCTL" \
+  measure_running ktesio "$daemon" "$(kt_shim_pids "$work" "$daemon" | xargs)" "$KTCTL" \
     --socket "$sock" agent show s-1
   local logs=$work/state/agents
   measure_log ktesio bulk_s "$logs/bulk/logs" "$BULK_LAST" "$KTCTL" --socket "$sock" agent start bulk

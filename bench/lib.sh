@@ -101,6 +101,12 @@ pss_sum_kb() {
   for p in "$@"; do total=$((total + $(pss_kb "$p"))); done
   echo "$total"
 }
+# The per-agent helpers of a daemon whose state is under WORK: the shims of its agents, and the
+# shim launcher it forks them from (a child of DAEMON), so that both count in a total.
+kt_shim_pids() {  # WORK DAEMON
+  pgrep -f "ktesio-shim --run-dir $1" || true
+  pgrep -P "$2" -f "ktesio-shim --launcher" || true
+}
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 # The median of the numbers on stdin, one per line.
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "n/a"}'; }

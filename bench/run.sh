@@ -79,7 +79,7 @@ TOML
 for i in $(seq 0 $((N_AGENTS - 1))); do ctl agent register "a$i" --manifest "$work/idle" >/dev/null; done
 "$BENCH" start "$sock" a "$N_AGENTS" "--bench-idle-marker"
 sleep 1
-shims=$(pgrep -f "ktesio-shim --run-dir $work" || true)
+shims=$(kt_shim_pids "$work" "$daemon")  # and the launcher
 daemon_pss=$(pss_kb "$daemon")
 shim_pss=0
 for p in $shims; do shim_pss=$((shim_pss + $(pss_kb "$p"))); done
@@ -87,7 +87,7 @@ nshims=$(echo "$shims" | wc -w)
 echo "daemon_pss_kb $daemon_pss"
 echo "shims $nshims shims_pss_total_kb $shim_pss"
 echo "supervision_total_pss_kb $((daemon_pss + shim_pss))"
-echo "shim_pss_per_agent_kb $(( nshims > 0 ? shim_pss / nshims : 0 ))"
+echo "shim_pss_per_agent_kb $(( N_AGENTS > 0 ? shim_pss / N_AGENTS : 0 ))"  # the launcher included
 before=$(cpu_ticks "$daemon"); sb=0; for p in $shims; do sb=$((sb + $(cpu_ticks "$p"))); done
 sleep 10
 after=$(cpu_ticks "$daemon"); sa=0; for p in $shims; do sa=$((sa + $(cpu_ticks "$p"))); done

@@ -93,7 +93,7 @@ print(db.execute("select count(*) from events").fetchone()[0])' "$work/state/sta
     echo "a ktctl process is still running: PSS would be shared with it" >&2
     exit 1
   fi
-  mapfile -t shims < <(pgrep -f "ktesio-shim --run-dir $work")
+  mapfile -t shims < <(kt_shim_pids "$work" "$daemon")  # and the launcher
   sleep 2
   cpu_before=$(cpu_ticks "$daemon")
   for p in "${shims[@]}"; do cpu_before=$((cpu_before + $(cpu_ticks "$p"))); done
