@@ -85,7 +85,7 @@ shim_pss=0
 for p in $shims; do shim_pss=$((shim_pss + $(pss_kb "$p"))); done
 nshims=$(echo "$shims" | wc -w)
 echo "daemon_pss_kb $daemon_pss"
-echo "shims $nshims shims_pss_total_kb $shim_pss"
+echo "shims $nshims shims_pss_total_kb $shim_pss"  # the launcher counted as one
 echo "supervision_total_pss_kb $((daemon_pss + shim_pss))"
 echo "shim_pss_per_agent_kb $(( N_AGENTS > 0 ? shim_pss / N_AGENTS : 0 ))"  # the launcher included
 before=$(cpu_ticks "$daemon"); sb=0; for p in $shims; do sb=$((sb + $(cpu_ticks "$p"))); done

@@ -48,7 +48,12 @@ for _ in $(seq 1 100); do
   sleep 0.05
 done
 ctl agent logs echo | grep -q "installed tree works" || fail "echo agent did not answer"
-grep -q "$work/usr/bin/ktesio-shim" /proc/*/cmdline 2>/dev/null ||
+# (the shim of an agent: forked by the launcher, `ktesio-shim --launcher`, or exec'd)
+commands=$(for cmdline in /proc/[0-9]*/cmdline; do
+  tr '\0' ' ' <"$cmdline" 2>/dev/null || true
+  echo
+done)
+grep -q "^$work/usr/bin/ktesio-shim --run-dir " <<<"$commands" ||
   fail "the agent does not run under the installed shim"
 ctl agent stop echo >/dev/null || fail "stop failed"
 echo "install: the installed tree runs (daemon, shim, ktctl, example agent, units, docs)"

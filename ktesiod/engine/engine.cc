@@ -44,7 +44,9 @@ Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
       config_(paths_.state_dir),
       work_(boost::asio::make_work_guard(io_)),
       clock_(seams.clock ? seams.clock(io_) : std::make_unique<time::SystemClock>(io_)),
-      backend_(seams.backend ? seams.backend(io_) : std::make_unique<process::ShimBackend>(io_)),
+      backend_(seams.backend ? seams.backend(io_)
+                             : std::make_unique<process::ShimBackend>(
+                                   io_, process::LocateShim, process::ShimStart::kLauncher, log_)),
       supervisor_(io_, *store_, *backend_, *clock_, log_,
                   supervisor::Hooks{
                       [this](const store::InstanceRow& row) { return config_.Settings(row); },

@@ -36,6 +36,7 @@
 #include "ktesio/contract/error.h"
 #include "process/shim_launcher.h"
 #include "shim/pid_record.h"
+#include "spdlog/spdlog.h"
 
 namespace ktesio::daemon::process {
 namespace {
@@ -139,8 +140,13 @@ struct ShimBackend::Watch {
   std::unique_ptr<fs::DirectoryWatch> respawns;  // the run dir, for relaunch records
 };
 
-ShimBackend::ShimBackend(asio::io_context& io, std::function<ShimSearch()> locate, ShimStart start)
-    : io_(io), locate_(std::move(locate)), search_(locate_()), start_(start) {}
+ShimBackend::ShimBackend(asio::io_context& io, std::function<ShimSearch()> locate, ShimStart start,
+                         std::shared_ptr<spdlog::logger> log)
+    : io_(io),
+      locate_(std::move(locate)),
+      search_(locate_()),
+      start_(start),
+      log_(log != nullptr ? std::move(log) : spdlog::default_logger()) {}
 
 // A spawn waits: posix_spawn suspends the calling thread until the child has exec'd (CLONE_VFORK,
 // most of a millisecond per shim on a VM, spent in the kernel), and the launcher answers once it
@@ -150,8 +156,9 @@ ShimBackend::ShimBackend(asio::io_context& io, std::function<ShimSearch()> locat
 class ShimBackend::Spawner {
  public:
   using Job = std::function<void(ShimLauncher* launcher)>;
-  explicit Spawner(ShimStart start)
-      : launcher_(start == ShimStart::kLauncher ? std::make_unique<ShimLauncher>() : nullptr),
+  Spawner(ShimStart start, std::shared_ptr<spdlog::logger> log)
+      : launcher_(start == ShimStart::kLauncher ? std::make_unique<ShimLauncher>(std::move(log))
+                                                : nullptr),
         thread_([this] { Run(); }) {}
   Spawner(const Spawner&) = delete;
   Spawner& operator=(const Spawner&) = delete;
@@ -181,14 +188,14 @@ class ShimBackend::Spawner {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(this, &Spawner::Ready));
         if (jobs_.empty()) {
-          return;
+          break;
         }
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
       job(launcher_.get());
     }
-    launcher_.reset();  // on this thread, which started it (and so the launcher's parent)
+    launcher_.reset();  // here, not on the thread that destroys the spawner: it waits for the end
   }
 
   std::unique_ptr<ShimLauncher> launcher_;  // used on the thread only
@@ -237,7 +244,7 @@ void ShimBackend::Launch(const LaunchSpec& spec,
   const std::string shim_log = spec.run_dir + "/shim.log";
   // The spawn itself runs on the spawner thread; everything after it back on the owner thread.
   if (spawner_ == nullptr) {
-    spawner_ = std::make_unique<Spawner>(start_);
+    spawner_ = std::make_unique<Spawner>(start_, log_);
   }
   spawner_->Submit([this, argv = std::move(argv), env = spec.env, shim_path = shim_path, shim_log,
                     exec = spec.exec, ready_read = ready[0], ready_write = ready[1],

@@ -16,6 +16,7 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/posix/stream_descriptor.hpp"
 #include "process/backend.h"
+#include "spdlog/logger.h"
 
 namespace ktesio::daemon::process {
 
@@ -39,8 +40,10 @@ class ShimBackend final : public ProcessBackend {
  public:
   // `locate` is asked again at a launch while no shim has been found, so installing the shim
   // after the daemon started needs no restart.
+  // `log` gets the launcher's warnings (spdlog's default logger when null).
   ShimBackend(boost::asio::io_context& io, std::function<ShimSearch()> locate = LocateShim,
-              ShimStart start = ShimStart::kLauncher);
+              ShimStart start = ShimStart::kLauncher,
+              std::shared_ptr<spdlog::logger> log = nullptr);
   ~ShimBackend() override;
 
   std::string Problem() const override { return search_.Problem(); }
@@ -74,6 +77,7 @@ class ShimBackend final : public ProcessBackend {
   std::function<ShimSearch()> locate_;
   ShimSearch search_;
   ShimStart start_;
+  std::shared_ptr<spdlog::logger> log_;
   uint64_t next_watch_ = 0;
   std::map<uint64_t, std::unique_ptr<Watch>> watches_;
   // Made at the first launch; declared last so that it is joined first, while every member its

@@ -16,7 +16,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "shim/launcher_protocol.h"
-#include "spdlog/spdlog.h"
 
 namespace ktesio::daemon::process {
 namespace {
@@ -45,15 +44,16 @@ Answer ReadAnswer(int socket, int timeout_ms) {
   do {
     ready = poll(&pfd, 1, timeout_ms);
   } while (ready < 0 && errno == EINTR);
-  if (ready == 0) {
-    answer.error = absl::StrCat("no answer within ", timeout_ms / 1000, " s");
+  if (ready <= 0) {
+    answer.error = ready == 0 ? absl::StrCat("no answer within ", timeout_ms / 1000, " s")
+                              : absl::StrCat("poll: ", std::strerror(errno));
     return answer;
   }
   ssize_t got = 0;
   do {
     got = recv(socket, &answer.value, sizeof(answer.value), 0);
   } while (got < 0 && errno == EINTR);
-  if (got == sizeof(answer.value)) {
+  if (got == sizeof(answer.value) && answer.value != 0) {
     answer.kind = Answer::Kind::kValue;
   } else if (got < 0 && errno == ECONNRESET) {
     // A Unix socket closed with data still in its receive queue resets its peer; one that had
@@ -73,8 +73,8 @@ ShimLauncher::~ShimLauncher() { Stop(); }
 bool ShimLauncher::Start(const std::string& shim_path) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
-    spdlog::warn("shim launcher: cannot create its socket: {}; shims are exec'd",
-                 std::strerror(errno));
+    log_->warn("shim launcher: cannot create its socket: {}; this shim is exec'd",
+               std::strerror(errno));
     return false;
   }
   // argv: the path, the flag, then the empty arguments that make the title area.
@@ -110,8 +110,8 @@ bool ShimLauncher::Start(const std::string& shim_path) {
   close(pair[1]);
   if (rc != 0) {
     close(pair[0]);
-    spdlog::warn("shim launcher: cannot start {}: {}; shims are exec'd", shim_path,
-                 std::strerror(rc));
+    log_->warn("shim launcher: cannot start {}: {}; this shim is exec'd", shim_path,
+               std::strerror(rc));
     return false;
   }
   pid_ = pid;
@@ -119,9 +119,10 @@ bool ShimLauncher::Start(const std::string& shim_path) {
   path_ = shim_path;
   const Answer hello = ReadAnswer(socket_, kHelloTimeoutMs);
   if (hello.kind != Answer::Kind::kValue || hello.value != shim::kLauncherHello) {
-    spdlog::warn("shim launcher: {} did not start as one ({}); shims are exec'd", shim_path,
-                 hello.error.empty() ? "it does not speak the protocol" : hello.error);
+    log_->warn("shim launcher: {} did not start as one ({}); its shims are exec'd", shim_path,
+               hello.error.empty() ? "it does not speak the protocol" : hello.error);
     Stop();
+    refused_path_ = shim_path;
     return false;
   }
   return true;
@@ -137,6 +138,7 @@ void ShimLauncher::Stop() {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (waitpid(pid_, nullptr, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() >= deadline) {
+        log_->warn("shim launcher (pid {}) did not end at the end of its socket; killed", pid_);
         kill(pid_, SIGKILL);
         while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
         }
@@ -162,10 +164,8 @@ ShimLauncher::Result ShimLauncher::Launch(const std::string& shim_path,
       return result;
     }
     if (!Start(shim_path)) {
-      refused_path_ = shim_path;
       return result;
     }
-    refused_path_.clear();
   }
   const std::string request = shim::EncodeLaunchRequest(argv, env);
   if (request.size() > shim::kLauncherMaxRequest) {
@@ -195,8 +195,8 @@ ShimLauncher::Result ShimLauncher::Launch(const std::string& shim_path,
     }
     // Not received, so nothing was forked: a launcher that died (EPIPE) is replaced at the next
     // launch.
-    spdlog::warn("shim launcher (pid {}) cannot be reached: {}; it is replaced", pid_,
-                 sent < 0 ? std::strerror(err) : "a short send");
+    log_->warn("shim launcher (pid {}) cannot be reached: {}; it is replaced", pid_,
+               sent < 0 ? std::strerror(err) : "a short send");
     Stop();
     return result;
   }
@@ -206,20 +206,21 @@ ShimLauncher::Result ShimLauncher::Launch(const std::string& shim_path,
     result.pid = answer.value;
     return result;
   }
-  if (answer.kind == Answer::Kind::kValue && shim::LauncherDeclined(answer.value)) {
-    return result;  // nothing forked: exec'd instead
+  if (answer.kind == Answer::Kind::kValue && answer.value < 0) {
+    // Declined (E2BIG, EPROTO) or the fork failed: nothing was forked, so exec'd instead (an
+    // exec that fails alike reports it).
+    if (answer.value != -E2BIG) {
+      log_->warn("shim launcher (pid {}) did not fork: {}; this shim is exec'd", pid_,
+                 std::strerror(-answer.value));
+    }
+    return result;
   }
   if (answer.kind == Answer::Kind::kUnread) {
-    spdlog::warn("shim launcher (pid {}) ended before reading a request; it is replaced", pid_);
+    log_->warn("shim launcher (pid {}) ended before reading a request; it is replaced", pid_);
     Stop();
     return result;  // nothing forked: exec'd instead
   }
   result.outcome = Outcome::kFailed;
-  if (answer.kind == Answer::Kind::kValue) {
-    result.message = absl::StrCat("the shim launcher cannot fork: ",
-                                  std::strerror(answer.value < 0 ? -answer.value : EPROTO));
-    return result;
-  }
   // Read, then no answer: whether it forked is unknown. A shim it forked finds the handshake
   // pipe without a reader once the caller closes it, and kills its agent.
   result.message = absl::StrCat("the shim launcher (pid ", pid_, ") gave ", answer.error,

@@ -7,8 +7,8 @@
 // write them.
 //
 // The launcher is optional: whenever it cannot be used without doubt that nothing was forked
-// (it cannot be started, does not speak the protocol, has died, or declines the request), Launch
-// says kNotTried and the caller spawns the shim itself. It ends when this object closes its
+// (it cannot be started, does not speak the protocol, has died, or answers that it did not fork),
+// Launch says kNotTried and the caller spawns the shim itself. It ends when this object closes its
 // socket, or when the daemon dies (the kernel closes it); shims it forked live on, like exec'd
 // ones.
 //
@@ -16,8 +16,11 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "spdlog/logger.h"
 
 namespace ktesio::daemon::process {
 
@@ -34,7 +37,7 @@ class ShimLauncher {
     std::string message;
   };
 
-  ShimLauncher() = default;
+  explicit ShimLauncher(std::shared_ptr<spdlog::logger> log) : log_(std::move(log)) {}
   ShimLauncher(const ShimLauncher&) = delete;
   ShimLauncher& operator=(const ShimLauncher&) = delete;
   ~ShimLauncher();
@@ -56,7 +59,10 @@ class ShimLauncher {
   pid_t pid_ = 0;
   int socket_ = -1;
   std::string path_;
-  // The binary the launcher could not be started from: not retried until the path changes.
+  std::shared_ptr<spdlog::logger> log_;
+  // The binary that did not greet as a launcher (one from before the launcher, or one that took
+  // longer than the greeting's 5 s): not tried again for that path. A launcher that could not be
+  // spawned at all (descriptors, processes) is tried again at the next launch.
   std::string refused_path_;
 };
 

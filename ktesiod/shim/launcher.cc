@@ -13,6 +13,7 @@
 
 #include "io.h"
 #include "launcher_protocol.h"
+#include "spawn.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, no header declares it
 
@@ -80,17 +81,12 @@ void WriteTitle(const TitleArea& area, const std::vector<std::string_view>& argv
 // then the shim itself.
 [[noreturn]] void RunForkedShim(const TitleArea& area, std::string_view request,
                                 const std::array<int, kFdsPerRequest>& fds, ShimEntry entry) {
-  for (int sig = 1; sig < NSIG; ++sig) {
-    signal(sig, SIG_DFL);  // fails harmlessly for SIGKILL, SIGSTOP and glibc's own
-  }
-  sigset_t empty;
-  sigemptyset(&empty);
-  sigprocmask(SIG_SETMASK, &empty, nullptr);
+  ResetSignals();
   setsid();
   if (dup2(fds[0], STDERR_FILENO) < 0 || dup2(fds[1], 3) < 0) {
     _exit(127);
   }
-  close_range(4, ~0U, 0);  // the request's own descriptors and, on fd 3 before, the socket
+  CloseOtherFds(3);  // the request's own descriptors; the socket was fd 3 before the dup2
   std::vector<std::string_view> argv;
   std::vector<std::string_view> env;
   DecodeLaunchRequest(request, &argv, &env);  // the parent decoded it already

@@ -5,13 +5,14 @@
 // socket on fd 3) and asks it for each new shim with one SOCK_SEQPACKET message: a header, then
 // the shim's arguments and environment as NUL-terminated strings, with the shim's stderr and its
 // handshake pipe as two SCM_RIGHTS descriptors. The launcher forks, and answers with one int32:
-// the new shim's pid, or a negative errno (kLauncherNotForked: nothing was forked, so the daemon
-// may spawn the shim itself instead). Right after it starts, the launcher sends kLauncherHello
-// once, so a binary that does not speak this protocol is told apart from one that is slow.
+// the new shim's pid, or a negative errno when nothing was forked (the request was malformed:
+// EPROTO; the shim's run dir does not fit in the title area: E2BIG; or fork failed), so that the
+// daemon may spawn the shim itself instead. Right after it starts, the launcher sends
+// kLauncherHello once, so a binary that does not speak this protocol is told apart from one that is
+// slow.
 //
 // Header-only, POSIX and the standard library: the shim links nothing of the daemon's.
 
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -30,11 +31,6 @@ inline constexpr size_t kLauncherTitleBytes = 4096;
 inline constexpr size_t kLauncherMaxRequest = 128 * 1024;
 inline constexpr uint32_t kLauncherMagic = 0x4b544c31;  // "KTL1"
 inline constexpr int32_t kLauncherHello = 0x4b544c48;   // "KTLH"
-// The answers that mean nothing was forked for a well-formed request the launcher cannot take:
-// the shim's run dir does not fit in the title area (E2BIG), or the request was malformed
-// (EPROTO).
-inline bool LauncherDeclined(int32_t answer) { return answer == -E2BIG || answer == -EPROTO; }
-
 struct LauncherHeader {
   uint32_t magic = kLauncherMagic;
   uint32_t argc = 0;

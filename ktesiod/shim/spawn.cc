@@ -11,7 +11,6 @@
 #include <cstdlib>
 
 namespace ktesio::daemon::shim {
-namespace {
 
 // Closes every fd >= 3 except `keep`: the agent must not inherit the shim's log, FIFO or
 // handshake descriptors, nor anything the daemon leaked into the shim.
@@ -51,6 +50,8 @@ void ResetSignals() {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
 }
+
+namespace {
 
 [[noreturn]] void Fail(int error_fd) {
   int err = errno;

@@ -20,6 +20,13 @@ struct SpawnResult {
   int error = 0;   // errno of the failed fork, chdir or exec; the failed child is already reaped.
 };
 
+// Closes every fd >= 3 except `keep` (close_range, else a walk of /proc/self/fd). For a child
+// after fork: the process must be single-threaded.
+void CloseOtherFds(int keep);
+
+// Default disposition for every signal and an empty signal mask.
+void ResetSignals();
+
 // Forks and execs `command` (PATH search on command[0] unless it contains '/', using the PATH of
 // the shim's environment, which is the agent's). The child becomes a session and process group
 // leader, gets `stdio` as fds 0-2 and nothing else, default signal handling, an empty signal

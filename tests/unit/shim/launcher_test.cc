@@ -3,9 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -16,7 +21,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "backend_test_util.h"
 #include "boost/asio/io_context.hpp"
 #include "launcher_protocol.h"
@@ -88,6 +96,13 @@ TEST(LauncherProtocol, TheTitleMustShowTheRunDir) {
   EXPECT_FALSE(LaunchTitleFits(Views({"/s", "--run-dir"}), 4096));
 }
 
+// Where the symlink `path` points, or "".
+std::string LinkOf(const std::string& path) {
+  char target[4096];
+  const ssize_t n = readlink(path.c_str(), target, sizeof(target));
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
+}
+
 // The NUL-separated command line of `pid`.
 std::string CmdlineOf(pid_t pid) {
   return ReadFile(absl::StrCat("/proc/", pid, "/cmdline")).value_or("");
@@ -123,7 +138,8 @@ TEST(ShimLauncher, ForksShimsThatLookAndRunAsExecdOnes) {
     return ReadLog(dir.log_dir()).find("KT_LAUNCHER_VAR=from the request") != std::string::npos;
   })) << ReadLog(dir.log_dir());
   // The shim's own stderr is the run dir's shim.log, as for an exec'd shim.
-  EXPECT_TRUE(ReadFile(dir.run_dir() + "/shim.log").has_value());
+  EXPECT_EQ(LinkOf(absl::StrCat("/proc/", launched->shim.pid, "/fd/2")),
+            dir.run_dir() + "/shim.log");
   ASSERT_EQ(kill(-launched->agent.pid, SIGKILL), 0);
   guard.group = 0;
   EXPECT_TRUE(WaitUntil([&] { return ReadFile(dir.run_dir() + "/exit").has_value(); }));
@@ -138,6 +154,7 @@ TEST(ShimLauncher, ForksShimsThatLookAndRunAsExecdOnes) {
 TEST(ShimLauncher, ShimsOutliveTheBackendAndItsLauncher) {
   TempDir dir;
   std::optional<process::Launched> launched;
+  KillGroupOnExit guard;
   pid_t launcher = 0;
   {
     boost::asio::io_context io;
@@ -145,10 +162,10 @@ TEST(ShimLauncher, ShimsOutliveTheBackendAndItsLauncher) {
     absl::StatusOr<process::Launched> result = LaunchProbe(io, backend, dir);
     ASSERT_TRUE(result.ok()) << result.status();
     launched = *result;
+    guard.group = launched->agent.pid;
     launcher = ParentOf(launched->shim.pid);
     ASSERT_NE(launcher, getpid());
   }
-  KillGroupOnExit guard{launched->agent.pid};
   // The backend closed the launcher's socket: it ended, and was reaped.
   EXPECT_TRUE(Gone(launcher));
   boost::asio::io_context io;
@@ -231,6 +248,197 @@ TEST(ShimLauncher, AShimThatDoesNotSpeakTheProtocolIsExecd) {
             std::string_view::npos)
       << launched.status();
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(4));
+}
+
+// What a shim's process looks like from /proc, for comparing one with another: its signal state,
+// umask, and its open descriptors by number and target (`dir` written as DIR, pipe and other
+// inode numbers left out).
+std::string DescribeProcess(pid_t pid, const TempDir& dir) {
+  std::string text;
+  const std::string status = ReadFile(absl::StrCat("/proc/", pid, "/status")).value_or("");
+  for (const std::string& line : std::vector<std::string>(absl::StrSplit(status, '\n'))) {
+    // (not SigQ: the signals queued for the whole user)
+    if ((line.starts_with("Sig") && !line.starts_with("SigQ:")) || line.starts_with("Umask:")) {
+      absl::StrAppend(&text, line, "\n");
+    }
+  }
+  const std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
+  std::vector<int> fds;
+  if (DIR* listing = opendir(fd_dir.c_str())) {
+    while (dirent* entry = readdir(listing)) {
+      int fd = 0;
+      if (absl::SimpleAtoi(entry->d_name, &fd)) {
+        fds.push_back(fd);
+      }
+    }
+    closedir(listing);
+  }
+  std::sort(fds.begin(), fds.end());
+  for (int fd : fds) {
+    std::string target = LinkOf(absl::StrCat(fd_dir, "/", fd));
+    target = absl::StrReplaceAll(target, {{dir.path(), "DIR"}});
+    if (const size_t bracket = target.find(":["); bracket != std::string::npos) {
+      target.resize(bracket);
+    }
+    absl::StrAppend(&text, fd, " ", target, "\n");
+  }
+  return text;
+}
+
+TEST(ShimLauncher, AForkedShimHasTheSignalsAndDescriptorsOfAnExecdOne) {
+  TempDir forked_dir;
+  TempDir execd_dir;
+  boost::asio::io_context io;
+  process::ShimBackend forking(io, BuiltShim);
+  process::ShimBackend execing(io, BuiltShim, process::ShimStart::kExec);
+  absl::StatusOr<process::Launched> forked = LaunchProbe(io, forking, forked_dir);
+  ASSERT_TRUE(forked.ok()) << forked.status();
+  KillGroupOnExit forked_guard{forked->agent.pid};
+  absl::StatusOr<process::Launched> execd = LaunchProbe(io, execing, execd_dir);
+  ASSERT_TRUE(execd.ok()) << execd.status();
+  KillGroupOnExit execd_guard{execd->agent.pid};
+  ASSERT_NE(ParentOf(forked->shim.pid), getpid());
+  ASSERT_EQ(ParentOf(execd->shim.pid), getpid());
+  for (const TempDir* dir : {&forked_dir, &execd_dir}) {
+    ASSERT_TRUE(WaitUntil(
+        [&] { return ReadLog(dir->log_dir()).find("probe started") != std::string::npos; }));
+  }
+  const std::string forked_view = DescribeProcess(forked->shim.pid, forked_dir);
+  EXPECT_NE(forked_view.find("SigBlk:"), std::string::npos);
+  EXPECT_NE(forked_view.find("2 DIR/run/shim.log"), std::string::npos) << forked_view;
+  EXPECT_EQ(forked_view, DescribeProcess(execd->shim.pid, execd_dir));
+}
+
+// `ktesio-shim --launcher` run directly, with `title_args` empty arguments after the flag, the
+// test holding the daemon's end of its socket.
+class DirectLauncher {
+ public:
+  explicit DirectLauncher(size_t title_args) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+      ADD_FAILURE() << "socketpair: " << std::strerror(errno);
+      return;
+    }
+    std::vector<std::string> storage = {KTESIO_SHIM_PATH, std::string(kLauncherFlag)};
+    storage.resize(2 + title_args);
+    std::vector<char*> argv;
+    for (std::string& arg : storage) {
+      argv.push_back(arg.data());
+    }
+    argv.push_back(nullptr);
+    char* env[] = {nullptr};
+    // (fork and exec rather than posix_spawn: the shim's own spawn.h shadows <spawn.h> here)
+    pid_ = fork();
+    if (pid_ == 0) {
+      if (dup2(pair[1], 3) == 3) {
+        execve(KTESIO_SHIM_PATH, argv.data(), env);
+      }
+      _exit(127);
+    }
+    close(pair[1]);
+    socket_ = pair[0];
+    if (pid_ < 0) {
+      ADD_FAILURE() << "fork: " << std::strerror(errno);
+      pid_ = 0;
+    }
+  }
+  DirectLauncher(const DirectLauncher&) = delete;
+  DirectLauncher& operator=(const DirectLauncher&) = delete;
+  ~DirectLauncher() {
+    if (socket_ >= 0) {
+      close(socket_);
+    }
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  std::optional<int32_t> Answer() {
+    pollfd pfd{socket_, POLLIN, 0};
+    int32_t answer = 0;
+    if (poll(&pfd, 1, static_cast<int>(kDeadline.count())) != 1 ||
+        recv(socket_, &answer, sizeof(answer), 0) != sizeof(answer)) {
+      return std::nullopt;
+    }
+    return answer;
+  }
+
+  bool Send(const std::string& request, const std::vector<int>& fds) {
+    iovec iov{const_cast<char*>(request.data()), request.size()};
+    msghdr message{};
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 2)] = {};
+    if (!fds.empty()) {
+      message.msg_control = control;
+      message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+      cmsghdr* header = CMSG_FIRSTHDR(&message);
+      header->cmsg_level = SOL_SOCKET;
+      header->cmsg_type = SCM_RIGHTS;
+      header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
+    }
+    return sendmsg(socket_, &message, MSG_NOSIGNAL) == static_cast<ssize_t>(request.size());
+  }
+
+  // Closes the daemon's end; the launcher's wait status once it has ended by itself.
+  std::optional<int> CloseAndWait() {
+    close(socket_);
+    socket_ = -1;
+    int status = 0;
+    if (!WaitUntil([&] { return waitpid(pid_, &status, WNOHANG) == pid_; })) {
+      return std::nullopt;
+    }
+    pid_ = 0;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = 0;
+  int socket_ = -1;
+};
+
+TEST(LauncherBinary, AnswersWhatItCannotTakeWithoutForkingAndEndsWithTheDaemon) {
+  DirectLauncher launcher(kLauncherTitleBytes);
+  ASSERT_EQ(launcher.Answer(), kLauncherHello);
+  TempDir dir;
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const std::vector<std::string> argv = {KTESIO_SHIM_PATH, "--run-dir",   dir.run_dir(),
+                                         "--log-dir",      dir.log_dir(), "--cwd",
+                                         dir.path(),       "--",          KTESIO_PROBE_PATH};
+  std::string bad_magic = EncodeLaunchRequest(argv, {});
+  bad_magic[0] ^= 1;
+  ASSERT_TRUE(launcher.Send(bad_magic, {pipe_fds[0], pipe_fds[1]}));
+  EXPECT_EQ(launcher.Answer(), -EPROTO);
+  ASSERT_TRUE(launcher.Send(EncodeLaunchRequest(argv, {}), {}));  // without its descriptors
+  EXPECT_EQ(launcher.Answer(), -EPROTO);
+  ASSERT_TRUE(launcher.Send(EncodeLaunchRequest(argv, {}), {pipe_fds[0]}));
+  EXPECT_EQ(launcher.Answer(), -EPROTO);
+  // Nothing ran: no shim wrote its records.
+  EXPECT_FALSE(ReadFile(dir.run_dir() + "/shim.pid").has_value());
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  // It ends by itself, cleanly, at the end of its socket.
+  std::optional<int> status = launcher.CloseAndWait();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+}
+
+TEST(LauncherBinary, DeclinesARunDirItsTitleAreaCannotShow) {
+  DirectLauncher launcher(8);  // an area of the path, the flag and 8 bytes
+  ASSERT_EQ(launcher.Answer(), kLauncherHello);
+  TempDir dir;
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const std::vector<std::string> argv = {KTESIO_SHIM_PATH, "--run-dir", dir.run_dir(), "--",
+                                         KTESIO_PROBE_PATH};
+  ASSERT_TRUE(launcher.Send(EncodeLaunchRequest(argv, {}), {pipe_fds[0], pipe_fds[1]}));
+  EXPECT_EQ(launcher.Answer(), -E2BIG);
+  EXPECT_FALSE(ReadFile(dir.run_dir() + "/shim.pid").has_value());
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
 }
 
 }  // namespace
