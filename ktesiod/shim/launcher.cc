@@ -118,8 +118,10 @@ int RunLauncher(int control_fd, int argc, char** argv, ShimEntry entry) {
   for (;;) {
     // The size first, so that a request is read whole into a buffer of its size.
     const ssize_t size = recv(control_fd, nullptr, 0, MSG_PEEK | MSG_TRUNC);
-    if (size == 0) {
-      return 0;  // the daemon closed its end (the daemon never sends an empty request)
+    // The daemon closed its end (it never sends an empty request), or died before it read an
+    // answer (a reset): either way there is nobody left to fork for.
+    if (size == 0 || (size < 0 && errno == ECONNRESET)) {
+      return 0;
     }
     if (size < 0) {
       if (errno == EINTR) {

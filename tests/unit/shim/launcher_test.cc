@@ -364,6 +364,12 @@ class DirectLauncher {
     return answer;
   }
 
+  // Whether an answer waits to be read (without reading it).
+  bool AnswerWaiting() {
+    int32_t answer = 0;
+    return recv(socket_, &answer, sizeof(answer), MSG_PEEK | MSG_DONTWAIT) == sizeof(answer);
+  }
+
   bool Send(const std::string& request, const std::vector<int>& fds) {
     iovec iov{const_cast<char*>(request.data()), request.size()};
     msghdr message{};
@@ -421,6 +427,16 @@ TEST(LauncherBinary, AnswersWhatItCannotTakeWithoutForkingAndEndsWithTheDaemon) 
   close(pipe_fds[0]);
   close(pipe_fds[1]);
   // It ends by itself, cleanly, at the end of its socket.
+  std::optional<int> status = launcher.CloseAndWait();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+}
+
+// A daemon that dies with an answer (here: the greeting) unread resets the launcher's socket
+// rather than ending it: the launcher ends as cleanly.
+TEST(LauncherBinary, EndsCleanlyWhenTheDaemonDiesWithAnAnswerUnread) {
+  DirectLauncher launcher(kLauncherTitleBytes);
+  ASSERT_TRUE(WaitUntil([&] { return launcher.AnswerWaiting(); }));
   std::optional<int> status = launcher.CloseAndWait();
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
