@@ -84,7 +84,9 @@ bool ShimLauncher::Start(const std::string& shim_path) {
   static char empty[] = "";
   argv.push_back(path.data());
   argv.push_back(flag.data());
-  argv.insert(argv.end(), shim::kLauncherTitleBytes, empty);
+  argv.insert(argv.end(),
+              shim::LauncherTitleArgs(shim_path, static_cast<size_t>(sysconf(_SC_PAGESIZE))),
+              empty);
   argv.push_back(nullptr);
   char* env[] = {nullptr};  // each request brings its shim's environment
   posix_spawn_file_actions_t actions;

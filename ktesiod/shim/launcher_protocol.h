@@ -23,10 +23,20 @@
 namespace ktesio::daemon::shim {
 
 inline constexpr std::string_view kLauncherFlag = "--launcher";
-// The launcher is started with this many empty arguments after kLauncherFlag: a command line
-// area of that many bytes, which each forked shim overwrites with its own command line, so that
-// /proc/PID/cmdline names the shim's run dir as an exec'd shim's does.
-inline constexpr size_t kLauncherTitleBytes = 4096;
+// The launcher is started with empty arguments after kLauncherFlag: a command line area of that
+// many bytes, which each forked shim overwrites with its own command line, so that
+// /proc/PID/cmdline names the shim's run dir as an exec'd shim's does. How many empty arguments to
+// start the launcher at `shim_path` with, so that its argument area fills the top page of its stack
+// and no more. Linux copies the exec'd path, then the environment's strings (the launcher has
+// none), then the arguments' to the top of the new stack, below an 8-byte end marker; an area that
+// starts on a page boundary costs each forked shim one page for its title rather than two. (On
+// another layout the title may cross a page: a page more per shim, nothing else.) Never fewer than
+// 512 bytes of area.
+inline size_t LauncherTitleArgs(std::string_view shim_path, size_t page_size = 4096) {
+  const size_t fixed =
+      8 + (shim_path.size() + 1) + (shim_path.size() + 1) + kLauncherFlag.size() + 1;
+  return fixed + 512 <= page_size ? page_size - fixed : 512;
+}
 // A request larger than this is not sent: the daemon spawns the shim itself.
 inline constexpr size_t kLauncherMaxRequest = 128 * 1024;
 inline constexpr uint32_t kLauncherMagic = 0x4b544c31;  // "KTL1"

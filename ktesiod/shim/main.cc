@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   namespace shim = ktesio::daemon::shim;
   EnsureStandardFds();
   if (argc > 1 && argv[1] == shim::kLauncherFlag) {
-    // Started by ktesiod with its socket on fd 3 (and kLauncherTitleBytes empty arguments after
+    // Started by ktesiod with its socket on fd 3 (and LauncherTitleArgs() empty arguments after
     // the flag); nothing else starts it.
     constexpr int kControlFd = 3;
     if (fcntl(kControlFd, F_GETFD) < 0) {

@@ -86,6 +86,14 @@ TEST(LauncherProtocol, AnArgumentWithANulIsCutThereAsExecWouldCutIt) {
   EXPECT_EQ(argv, (std::vector<std::string_view>{"shim", "a"}));
 }
 
+TEST(LauncherProtocol, TheTitleAreaFillsTheStacksTopPage) {
+  // 8 bytes of end marker, the exec'd path, then the arguments: path, flag, and the empty ones.
+  EXPECT_EQ(LauncherTitleArgs("/s"), 4096U - 8 - 3 - 3 - 11);
+  EXPECT_EQ(LauncherTitleArgs(std::string(100, 'p'), 8192), 8192U - 8 - 101 - 101 - 11);
+  // A path so long that less than 512 bytes would be left: 512 bytes of area regardless.
+  EXPECT_EQ(LauncherTitleArgs(std::string(1900, 'p')), 512U);
+}
+
 TEST(LauncherProtocol, TheTitleMustShowTheRunDir) {
   const std::vector<std::string> argv = {"/s", "--run-dir", "/run", "--log-dir", "/l"};
   // "/s\0--run-dir\0/run\0": 3 + 10 + 5 bytes; the arguments after the run dir may be cut.
@@ -122,6 +130,17 @@ TEST(ShimLauncher, ForksShimsThatLookAndRunAsExecdOnes) {
   ASSERT_NE(launcher, getpid());
   EXPECT_EQ(ParentOf(launcher), getpid());
   EXPECT_TRUE(CmdlineOf(launcher).starts_with(KTESIO_SHIM_PATH + "\0--launcher\0"s));
+  // Its argument area starts on a page (fields 48 and 49 of /proc/PID/stat): a shim's title
+  // written there dirties one page of its stack, not two.
+  const std::string stat = ReadFile(absl::StrCat("/proc/", launcher, "/stat")).value_or("");
+  const std::vector<std::string> fields = absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
+  ASSERT_GT(fields.size(), 47U);
+  uint64_t arg_start = 0;
+  uint64_t arg_end = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(fields[45], &arg_start) && absl::SimpleAtoi(fields[46], &arg_end));
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(arg_start % page, 0U) << arg_start;
+  EXPECT_EQ(arg_end - arg_start, page - 8 - (std::strlen(KTESIO_SHIM_PATH) + 1));
   // The shim's command line is its own, which is what a restarted daemon recognises it by.
   const std::string cmdline = CmdlineOf(launched->shim.pid);
   EXPECT_TRUE(cmdline.starts_with(KTESIO_SHIM_PATH + "\0--run-dir\0"s + dir.run_dir() +
@@ -406,7 +425,7 @@ class DirectLauncher {
 };
 
 TEST(LauncherBinary, AnswersWhatItCannotTakeWithoutForkingAndEndsWithTheDaemon) {
-  DirectLauncher launcher(kLauncherTitleBytes);
+  DirectLauncher launcher(LauncherTitleArgs(KTESIO_SHIM_PATH));
   ASSERT_EQ(launcher.Answer(), kLauncherHello);
   TempDir dir;
   int pipe_fds[2];
@@ -435,7 +454,7 @@ TEST(LauncherBinary, AnswersWhatItCannotTakeWithoutForkingAndEndsWithTheDaemon) 
 // A daemon that dies with an answer (here: the greeting) unread resets the launcher's socket
 // rather than ending it: the launcher ends as cleanly.
 TEST(LauncherBinary, EndsCleanlyWhenTheDaemonDiesWithAnAnswerUnread) {
-  DirectLauncher launcher(kLauncherTitleBytes);
+  DirectLauncher launcher(LauncherTitleArgs(KTESIO_SHIM_PATH));
   ASSERT_TRUE(WaitUntil([&] { return launcher.AnswerWaiting(); }));
   std::optional<int> status = launcher.CloseAndWait();
   ASSERT_TRUE(status.has_value());
