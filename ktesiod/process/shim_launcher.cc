@@ -77,16 +77,15 @@ bool ShimLauncher::Start(const std::string& shim_path) {
                std::strerror(errno));
     return false;
   }
-  // argv: the path, the flag, then the empty arguments that make the title area.
+  // argv: the path, the flag, then the filler that makes the title area.
   std::vector<char*> argv;
   std::string path = shim_path;
   std::string flag(shim::kLauncherFlag);
-  static char empty[] = "";
+  std::string filler(
+      shim::LauncherFillerBytes(shim_path, static_cast<size_t>(sysconf(_SC_PAGESIZE))), 'x');
   argv.push_back(path.data());
   argv.push_back(flag.data());
-  argv.insert(argv.end(),
-              shim::LauncherTitleArgs(shim_path, static_cast<size_t>(sysconf(_SC_PAGESIZE))),
-              empty);
+  argv.push_back(filler.data());
   argv.push_back(nullptr);
   char* env[] = {nullptr};  // each request brings its shim's environment
   posix_spawn_file_actions_t actions;

@@ -55,6 +55,9 @@ TitleArea FindTitleArea(int argc, char** argv) {
   }
   area.size = static_cast<size_t>(end - area.begin);
   area.used = std::strlen(argv[0]) + 1 + (argc > 1 ? std::strlen(argv[1]) + 1 : 0);
+  // What follows the flag only reserves room: the daemon passes it as one argument of filler,
+  // blanked here (NULs), so that the launcher's own command line reads as its path and flag.
+  std::memset(area.begin + area.used, 0, area.size - area.used);
   return area;
 }
 
@@ -118,8 +121,8 @@ int RunLauncher(int control_fd, int argc, char** argv, ShimEntry entry) {
   for (;;) {
     // The size first, so that a request is read whole into a buffer of its size.
     const ssize_t size = recv(control_fd, nullptr, 0, MSG_PEEK | MSG_TRUNC);
-    // The daemon closed its end (it never sends an empty request), or died before it read an
-    // answer (a reset): either way there is nobody left to fork for.
+    // The daemon closed its end (it never sends an empty request), or closed it or died with an
+    // answer unread (a reset): either way there is nobody left to fork for.
     if (size == 0 || (size < 0 && errno == ECONNRESET)) {
       return 0;
     }
@@ -142,6 +145,9 @@ int RunLauncher(int control_fd, int argc, char** argv, ShimEntry entry) {
     if (got < 0) {
       if (errno == EINTR) {
         continue;
+      }
+      if (errno == ECONNRESET) {
+        return 0;  // as above
       }
       Report(ErrnoMessage("--launcher: recvmsg", errno));
       return 1;

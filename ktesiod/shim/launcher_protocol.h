@@ -23,19 +23,19 @@
 namespace ktesio::daemon::shim {
 
 inline constexpr std::string_view kLauncherFlag = "--launcher";
-// The launcher is started with empty arguments after kLauncherFlag: a command line area of that
-// many bytes, which each forked shim overwrites with its own command line, so that
-// /proc/PID/cmdline names the shim's run dir as an exec'd shim's does. How many empty arguments to
-// start the launcher at `shim_path` with, so that its argument area fills the top page of its stack
-// and no more. Linux copies the exec'd path, then the environment's strings (the launcher has
-// none), then the arguments' to the top of the new stack, below an 8-byte end marker; an area that
-// starts on a page boundary costs each forked shim one page for its title rather than two. (On
-// another layout the title may cross a page: a page more per shim, nothing else.) Never fewer than
-// 512 bytes of area.
-inline size_t LauncherTitleArgs(std::string_view shim_path, size_t page_size = 4096) {
+// The launcher is started with one more argument after kLauncherFlag, only to reserve a command
+// line area, which the launcher blanks (NULs) and each forked shim overwrites with its own
+// command line, so that /proc/PID/cmdline names the shim's run dir as an exec'd shim's does. The
+// filler's length, for a launcher at `shim_path`: as long as makes the area fill the top page of
+// the launcher's stack and no more. A 64-bit Linux copies the exec'd path, then the
+// environment's strings (the launcher has none), then the arguments' to the top of a new stack,
+// below an 8-byte end marker; an area that starts on a page boundary costs each forked shim one
+// page for its title rather than two. (Elsewhere the title may cross a page: a page more per
+// shim, nothing else.) Never shorter than 511 bytes.
+inline size_t LauncherFillerBytes(std::string_view shim_path, size_t page_size = 4096) {
   const size_t fixed =
-      8 + (shim_path.size() + 1) + (shim_path.size() + 1) + kLauncherFlag.size() + 1;
-  return fixed + 512 <= page_size ? page_size - fixed : 512;
+      8 + (shim_path.size() + 1) + (shim_path.size() + 1) + (kLauncherFlag.size() + 1) + 1;
+  return fixed + 511 <= page_size ? page_size - fixed : 511;
 }
 // A request larger than this is not sent: the daemon spawns the shim itself.
 inline constexpr size_t kLauncherMaxRequest = 128 * 1024;

@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
   namespace shim = ktesio::daemon::shim;
   EnsureStandardFds();
   if (argc > 1 && argv[1] == shim::kLauncherFlag) {
-    // Started by ktesiod with its socket on fd 3 (and LauncherTitleArgs() empty arguments after
-    // the flag); nothing else starts it.
+    // Started by ktesiod with its socket on fd 3 (and a filler argument after the flag, for the
+    // title area: launcher_protocol.h); nothing else starts it.
     constexpr int kControlFd = 3;
     if (fcntl(kControlFd, F_GETFD) < 0) {
       shim::Report("--launcher needs the daemon's socket on fd 3");

@@ -87,11 +87,11 @@ TEST(LauncherProtocol, AnArgumentWithANulIsCutThereAsExecWouldCutIt) {
 }
 
 TEST(LauncherProtocol, TheTitleAreaFillsTheStacksTopPage) {
-  // 8 bytes of end marker, the exec'd path, then the arguments: path, flag, and the empty ones.
-  EXPECT_EQ(LauncherTitleArgs("/s"), 4096U - 8 - 3 - 3 - 11);
-  EXPECT_EQ(LauncherTitleArgs(std::string(100, 'p'), 8192), 8192U - 8 - 101 - 101 - 11);
-  // A path so long that less than 512 bytes would be left: 512 bytes of area regardless.
-  EXPECT_EQ(LauncherTitleArgs(std::string(1900, 'p')), 512U);
+  // 8 bytes of end marker, the exec'd path, then the arguments: path, flag and the filler.
+  EXPECT_EQ(LauncherFillerBytes("/s"), 4096U - 8 - 3 - 3 - 11 - 1);
+  EXPECT_EQ(LauncherFillerBytes(std::string(100, 'p'), 8192), 8192U - 8 - 101 - 101 - 11 - 1);
+  // A path so long that less would be left: 511 bytes of filler regardless.
+  EXPECT_EQ(LauncherFillerBytes(std::string(1900, 'p')), 511U);
 }
 
 TEST(LauncherProtocol, TheTitleMustShowTheRunDir) {
@@ -129,10 +129,15 @@ TEST(ShimLauncher, ForksShimsThatLookAndRunAsExecdOnes) {
   const pid_t launcher = ParentOf(launched->shim.pid);
   ASSERT_NE(launcher, getpid());
   EXPECT_EQ(ParentOf(launcher), getpid());
-  EXPECT_TRUE(CmdlineOf(launcher).starts_with(KTESIO_SHIM_PATH + "\0--launcher\0"s));
+  const std::string launcher_title = KTESIO_SHIM_PATH + "\0--launcher\0"s;
+  const std::string launcher_cmdline = CmdlineOf(launcher);
+  EXPECT_TRUE(launcher_cmdline.starts_with(launcher_title));
+  // The filler after the flag is blanked: the rest of the area is NULs.
+  EXPECT_EQ(launcher_cmdline.find_first_not_of('\0', launcher_title.size()), std::string::npos);
   // Its argument area starts on a page (fields 48 and 49 of /proc/PID/stat): a shim's title
   // written there dirties one page of its stack, not two.
   const std::string stat = ReadFile(absl::StrCat("/proc/", launcher, "/stat")).value_or("");
+  ASSERT_NE(stat.rfind(')'), std::string::npos) << stat;
   const std::vector<std::string> fields = absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
   ASSERT_GT(fields.size(), 47U);
   uint64_t arg_start = 0;
@@ -328,18 +333,18 @@ TEST(ShimLauncher, AForkedShimHasTheSignalsAndDescriptorsOfAnExecdOne) {
   EXPECT_EQ(forked_view, DescribeProcess(execd->shim.pid, execd_dir));
 }
 
-// `ktesio-shim --launcher` run directly, with `title_args` empty arguments after the flag, the
-// test holding the daemon's end of its socket.
+// `ktesio-shim --launcher` run directly, with a filler of `filler_bytes` after the flag, the test
+// holding the daemon's end of its socket.
 class DirectLauncher {
  public:
-  explicit DirectLauncher(size_t title_args) {
+  explicit DirectLauncher(size_t filler_bytes) {
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
       ADD_FAILURE() << "socketpair: " << std::strerror(errno);
       return;
     }
-    std::vector<std::string> storage = {KTESIO_SHIM_PATH, std::string(kLauncherFlag)};
-    storage.resize(2 + title_args);
+    std::vector<std::string> storage = {KTESIO_SHIM_PATH, std::string(kLauncherFlag),
+                                        std::string(filler_bytes, 'x')};
     std::vector<char*> argv;
     for (std::string& arg : storage) {
       argv.push_back(arg.data());
@@ -425,7 +430,7 @@ class DirectLauncher {
 };
 
 TEST(LauncherBinary, AnswersWhatItCannotTakeWithoutForkingAndEndsWithTheDaemon) {
-  DirectLauncher launcher(LauncherTitleArgs(KTESIO_SHIM_PATH));
+  DirectLauncher launcher(LauncherFillerBytes(KTESIO_SHIM_PATH));
   ASSERT_EQ(launcher.Answer(), kLauncherHello);
   TempDir dir;
   int pipe_fds[2];
@@ -454,7 +459,7 @@ TEST(LauncherBinary, AnswersWhatItCannotTakeWithoutForkingAndEndsWithTheDaemon) 
 // A daemon that dies with an answer (here: the greeting) unread resets the launcher's socket
 // rather than ending it: the launcher ends as cleanly.
 TEST(LauncherBinary, EndsCleanlyWhenTheDaemonDiesWithAnAnswerUnread) {
-  DirectLauncher launcher(LauncherTitleArgs(KTESIO_SHIM_PATH));
+  DirectLauncher launcher(LauncherFillerBytes(KTESIO_SHIM_PATH));
   ASSERT_TRUE(WaitUntil([&] { return launcher.AnswerWaiting(); }));
   std::optional<int> status = launcher.CloseAndWait();
   ASSERT_TRUE(status.has_value());
@@ -462,7 +467,7 @@ TEST(LauncherBinary, EndsCleanlyWhenTheDaemonDiesWithAnAnswerUnread) {
 }
 
 TEST(LauncherBinary, DeclinesARunDirItsTitleAreaCannotShow) {
-  DirectLauncher launcher(8);  // an area of the path, the flag and 8 bytes
+  DirectLauncher launcher(8);  // an area of the path, the flag and 9 bytes
   ASSERT_EQ(launcher.Answer(), kLauncherHello);
   TempDir dir;
   int pipe_fds[2];
