@@ -35,6 +35,7 @@
 #include "fs/fs.h"
 #include "ktesio/contract/error.h"
 #include "process/shim_launcher.h"
+#include "process/spawn_attributes.h"
 #include "shim/pid_record.h"
 #include "spdlog/spdlog.h"
 
@@ -61,20 +62,6 @@ struct CArgs {
   std::vector<std::string> storage;
   std::vector<char*> pointers;
 };
-
-// posix_spawn attributes shared by the shim and template commands: a new session, an empty
-// signal mask and default dispositions (the daemon blocks and ignores signals of its own).
-void InitAttributes(posix_spawnattr_t* attr) {
-  posix_spawnattr_init(attr);
-  sigset_t empty;
-  sigemptyset(&empty);
-  sigset_t all;
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(attr, &empty);
-  posix_spawnattr_setsigdefault(attr, &all);
-  posix_spawnattr_setflags(attr,
-                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-}
 
 // The shim's command line for `spec`: where it keeps the run and the logs, the handshake on fd 3,
 // then `--` and the agent's own command.
@@ -122,7 +109,7 @@ int SpawnShim(std::vector<std::string> argv, std::vector<std::string> env,
   posix_spawn_file_actions_adddup2(&actions, ready_write, 3);
   posix_spawn_file_actions_addclosefrom_np(&actions, 4);
   posix_spawnattr_t attr;
-  InitAttributes(&attr);
+  InitDetachedSpawnAttributes(&attr);
   const int rc = posix_spawn(pid, shim_path.c_str(), &actions, &attr, c_argv.pointers.data(),
                              c_env.pointers.data());
   posix_spawn_file_actions_destroy(&actions);
@@ -576,7 +563,7 @@ absl::Status ShimBackend::RunDetached(const std::string& exec, const std::vector
   posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
-  InitAttributes(&attr);
+  InitDetachedSpawnAttributes(&attr);
   pid_t pid = 0;
   // posix_spawnp searches PATH of the daemon; a template exec is usually absolute or on PATH.
   int rc = posix_spawnp(&pid, exec.c_str(), &actions, &attr, c_argv.pointers.data(),

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "process/spawn_attributes.h"
 #include "shim/launcher_protocol.h"
 
 namespace ktesio::daemon::process {
@@ -95,15 +96,7 @@ bool ShimLauncher::Start(const std::string& shim_path) {
   posix_spawn_file_actions_adddup2(&actions, pair[1], 3);  // stderr stays the daemon's
   posix_spawn_file_actions_addclosefrom_np(&actions, 4);
   posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  sigset_t all;
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  InitDetachedSpawnAttributes(&attr);
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, shim_path.c_str(), &actions, &attr, argv.data(), env);
   posix_spawn_file_actions_destroy(&actions);
