@@ -143,12 +143,21 @@ int ReportProblems(Context& ctx, Client& client, v1::ApplyFleetRequest request,
   v1::ApplyFleetResponse ignored;
   auto call = client.NewContext();
   grpc::Status status = client.fleet().Apply(call.get(), request, &ignored);
+  // A long list comes back cut ("... N more lines not shown (...)", api/call.h): those count as
+  // problems, and the note stays last.
+  size_t not_shown = 0;
+  std::string cut_note;
   if (!status.ok()) {
     CallError error = ToCallError(status, client.socket_path());
     if (error.reason == "FLEET_INVALID") {
       std::vector<std::string> lines = absl::StrSplit(error.message, '\n');
       for (size_t i = 1; i < lines.size(); ++i) {  // line 0 is the summary
-        if (!lines[i].ends_with(": name is missing")) {
+        if (lines[i].starts_with("... ")) {
+          std::vector<std::string> words = absl::StrSplit(lines[i], ' ');
+          if (words.size() > 1 && absl::SimpleAtoi(words[1], &not_shown)) {
+            cut_note = lines[i];
+          }
+        } else if (!lines[i].ends_with(": name is missing")) {
           problems.push_back(lines[i]);
         }
       }
@@ -156,11 +165,15 @@ int ReportProblems(Context& ctx, Client& client, v1::ApplyFleetRequest request,
   }
   SortProblems(&problems);
   problems.erase(std::unique(problems.begin(), problems.end()), problems.end());
-  return ReportError(ctx.global.json, "FLEET_INVALID",
-                     absl::StrCat("the fleet was not applied (nothing changed): ", problems.size(),
-                                  problems.size() == 1 ? " problem\n" : " problems\n",
-                                  absl::StrJoin(problems, "\n")),
-                     kExitUsage);
+  const size_t count = problems.size() + not_shown;
+  if (!cut_note.empty()) {
+    problems.push_back(cut_note);
+  }
+  return ReportError(
+      ctx.global.json, "FLEET_INVALID",
+      absl::StrCat("the fleet was not applied (nothing changed): ", count,
+                   count == 1 ? " problem\n" : " problems\n", absl::StrJoin(problems, "\n")),
+      kExitUsage);
 }
 
 int RunApply(Context& ctx, const LocalArgs& args, bool diff) {

@@ -1,5 +1,7 @@
 #include "api/call.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/v1/common.pb.h"
@@ -8,15 +10,77 @@ namespace ktesio::daemon::api {
 
 namespace reason = contract::reason;
 
+namespace {
+
+// What `message` costs in a status's trailers: once as grpc-message, percent-encoded (every byte
+// outside printable ASCII, and '%', takes three), once inside the ErrorDetail, base64-encoded.
+size_t TrailerCost(std::string_view message) {
+  size_t encoded = 0;
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    encoded += byte < 0x20 || byte > 0x7e || byte == '%' ? 3 : 1;
+  }
+  return encoded + (message.size() + 2) / 3 * 4;
+}
+
+// The longest prefix of `text` no longer than `size` bytes that does not split a UTF-8 sequence.
+std::string_view Utf8Prefix(std::string_view text, size_t size) {
+  if (size >= text.size()) {
+    return text;
+  }
+  while (size > 0 && (static_cast<unsigned char>(text[size]) & 0xc0) == 0x80) {
+    --size;
+  }
+  return text.substr(0, size);
+}
+
+}  // namespace
+
+std::string FitStatusMessage(std::string_view message, size_t budget) {
+  if (TrailerCost(message) <= budget) {
+    return std::string(message);
+  }
+  const size_t lines = static_cast<size_t>(std::count(message.begin(), message.end(), '\n')) + 1;
+  // Whole lines while they fit, then how many were left out. The last line never fits here:
+  // the whole message did not.
+  const auto more = [&](size_t left_out) {
+    return absl::StrCat("\n... ", left_out, left_out == 1 ? " more line" : " more lines",
+                        " not shown (",
+                        absl::string_view(kStatusCutNote.data(), kStatusCutNote.size()), ")");
+  };
+  size_t end = 0;  // the kept prefix is message[0, end)
+  size_t kept = 0;
+  while (kept + 1 < lines) {
+    const size_t next = message.find('\n', kept == 0 ? 0 : end + 1);
+    if (TrailerCost(message.substr(0, next)) + TrailerCost(more(lines - kept - 1)) > budget) {
+      break;
+    }
+    end = next;
+    ++kept;
+  }
+  if (kept > 0) {
+    return std::string(message.substr(0, end)) + more(lines - kept);
+  }
+  // Not even the first line fits: cut it.
+  const std::string tail = " ... (" + std::string(kStatusCutNote) + ")";
+  size_t size = std::min(message.find('\n'), message.size());
+  while (size > 0 && TrailerCost(Utf8Prefix(message, size)) + TrailerCost(tail) > budget) {
+    size = size > 64 ? size - size / 8 : size - 1;
+  }
+  return std::string(Utf8Prefix(message, size)) + tail;
+}
+
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) {
     return grpc::Status::OK;
   }
+  const std::string message =
+      FitStatusMessage(std::string_view(status.message().data(), status.message().size()));
   v1::ErrorDetail detail;
   std::string why = contract::ErrorReason(status);
   detail.set_reason(why.empty() ? std::string(reason::kInternal) : why);
-  detail.set_message(std::string(status.message()));
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
+  detail.set_message(message);
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message,
                       detail.SerializeAsString());
 }
 

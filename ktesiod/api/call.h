@@ -28,8 +28,19 @@ struct ApiContext {
 };
 
 // Maps a status to gRPC: same code (the numbering is shared), message, and the serialized
-// ktesio.v1.ErrorDetail as binary error details.
+// ktesio.v1.ErrorDetail as binary error details. The message goes through FitStatusMessage.
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// gRPC carries a status's message twice in the trailers (grpc-message, and the ErrorDetail in
+// grpc-status-details-bin), and a client refuses trailers over its metadata limit (8 KiB unless
+// it raised it), reporting only "received initial metadata size exceeds limit". A message whose
+// two encodings would cost more than `budget` bytes is cut: whole lines while they fit, then
+// "... N more lines not shown (...)"; a single line too long is cut inside (never within a UTF-8
+// sequence).
+inline constexpr size_t kStatusMessageBudget = 6144;
+inline constexpr std::string_view kStatusCutNote =
+    "the message is longer than a gRPC status carries";
+std::string FitStatusMessage(std::string_view message, size_t budget = kStatusMessageBudget);
 
 // Authorizes the caller. Returns the peer's uid, or an error status to answer with.
 absl::StatusOr<uid_t> Authorize(const ApiContext& api, grpc::CallbackServerContext* ctx);

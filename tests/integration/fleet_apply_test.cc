@@ -150,6 +150,39 @@ modle = "x"
   EXPECT_NE(twice.err.find("declared twice"), std::string::npos) << twice.err;
 }
 
+// Hundreds of problems are more than a gRPC status carries to a client with the default 8 KiB
+// metadata limit: the list is cut (and counted), never replaced by a transport error.
+TEST_F(FleetApplyTest, HundredsOfProblemsAreCutAndCounted) {
+  std::filesystem::create_directories(daemon_.dir() + "/bad");
+  WriteFileOrDie(daemon_.dir() + "/bad/adapter.toml",
+                 "contract_version = \"1.0.0\"\n[adapter]\nkind = \"bad\"\n"
+                 "[lifecycle.start]\nexec = \"/bin/sleep\"\nargs = [\"1000\"]\n");
+  std::string text = "[fleet]\nname = \"many\"\n";
+  for (int i = 0; i < 300; ++i) {
+    absl::StrAppend(&text, "[agents.b-", i, "]\nmanifest = \"bad\"\n");
+  }
+  const std::string file = WriteFleet("many.toml", text);
+  RunResult r = daemon_.Ctl({"apply", "-f", file});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("the fleet was not applied (nothing changed): 300 problems"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("agents.b-0: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("missing mandatory section [capabilities]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("more lines not shown"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("metadata"), std::string::npos) << r.err;
+
+  // With a problem ktctl finds itself, the daemon's cut list is merged, the count kept whole.
+  const std::string mixed = WriteFleet("mixed.toml", "colour = \"red\"\n" + text);
+  RunResult m = daemon_.Ctl({"apply", "-f", mixed});
+  EXPECT_EQ(m.exit_code, 2) << m.out << m.err;
+  EXPECT_NE(m.err.find("(nothing changed): 301 problems"), std::string::npos) << m.err;
+  EXPECT_NE(m.err.find(":1: unknown key 'colour'"), std::string::npos) << m.err;
+  EXPECT_NE(m.err.rfind("more lines not shown"), std::string::npos) << m.err;
+  EXPECT_GT(m.err.rfind("more lines not shown"), m.err.rfind("agents.b-")) << m.err;
+  EXPECT_EQ(List()["instances"].array.size(), 0u) << "a refused fleet created something";
+}
+
 TEST_F(FleetApplyTest, TooManyInstancesAreRefusedWhole) {
   DaemonHarness small;
   const std::string config = small.dir() + "/ktesiod.toml";
