@@ -26,8 +26,9 @@ constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr std::size_t kFlushBytes = 256 * 1024;
 constexpr int kDrainMs = 2000;
 constexpr int kMaxPreKillChunks = 16;  // 16 x 64 KiB = the largest pipe an unprivileged user gets.
-// After this long without any event the burst buffers are given back to the kernel, so a quiet
-// agent's shim returns to its small idle footprint (see ReleaseBuffers).
+// After this long without any event the burst buffers are given back to the kernel, and the
+// shim's mappings of its code, so a quiet agent's shim returns to its small idle footprint (see
+// ReleaseBuffers).
 constexpr int kIdleReleaseMs = 1000;
 // How long the records of a read may wait for those of the next reads before they are written:
 // a writer making one write(2) per line would otherwise cost the shim a write per line too.
@@ -148,7 +149,7 @@ void Capture::PollOnce(int timeout_ms) {
   pollfd fds[3] = {{out_.fd, POLLIN, 0}, {err_.fd, POLLIN, 0}, {config_.signal_fd, POLLIN, 0}};
   bool holding = read_buffer_ != nullptr || log_buffer_.capacity() > kReadChunk;
   int wait_ms = timeout_ms;
-  if (holding && (timeout_ms < 0 || timeout_ms > kIdleReleaseMs)) {
+  if ((holding || code_mapped_) && (timeout_ms < 0 || timeout_ms > kIdleReleaseMs)) {
     wait_ms = kIdleReleaseMs;
   }
   if (coalesce_) {
@@ -167,6 +168,9 @@ void Capture::PollOnce(int timeout_ms) {
   timespec wait{wait_ns / 1'000'000'000, wait_ns % 1'000'000'000};
   timespec* wait_for = wait_ns < 0 ? nullptr : &wait;
   const int n = ppoll(fds, 3, wait_for, nullptr);
+  if (n != 0) {
+    code_mapped_ = true;
+  }
   if (n > 0) {
     if (fds[0].revents != 0) {
       ReadChunk(&out_);
@@ -183,8 +187,13 @@ void Capture::PollOnce(int timeout_ms) {
     Flush();
     return;
   }
-  if (n == 0 && holding && flush_at_ == kNever) {
-    ReleaseBuffers();
+  if (n == 0 && flush_at_ == kNever) {
+    if (holding) {
+      ReleaseBuffers();
+    } else if (code_mapped_) {
+      ReleaseIdleMemory();
+    }
+    code_mapped_ = false;
   }
 }
 

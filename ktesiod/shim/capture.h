@@ -79,6 +79,9 @@ class Capture {
   Clock::time_point flush_at_ = kNever;
   // The last read did not fill the buffer: let more arrive before looking again.
   bool coalesce_ = false;
+  // Code ran since the last idle release (set-up did): after kIdleReleaseMs without an event, the
+  // shim unmaps its code again (ReleaseIdleMemory), so an idle shim maps next to none of it.
+  bool code_mapped_ = true;
   GiveUpAt give_up_fn_;  // GiveUpAtNow() for the writers.
 };
 

@@ -1,6 +1,7 @@
 #include "footprint.h"
 
 #include <fcntl.h>
+#include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <malloc.h>
 #endif
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +17,67 @@
 
 namespace ktesio::daemon::shim {
 namespace {
+
+enum class Search { kUnreadable, kNotFound, kFound };
+
+// Calls `fn(line)` for each line of the file at `path` (NUL-terminated, without its newline)
+// until it returns true. Read through a buffer on the stack (not the heap, whose pages this file
+// is about); a line longer than the buffer is seen as its first 4 KiB only.
+template <typename Fn>
+Search FindLine(const char* path, Fn fn) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Search::kUnreadable;
+  }
+  std::array<char, 4096> text;
+  size_t used = 0;
+  bool in_tail = false;  // reading the rest of a line longer than the buffer
+  bool found = false;
+  while (!found) {
+    const ssize_t n = read(fd, text.data() + used, text.size() - 1 - used);
+    if (n <= 0) {
+      break;
+    }
+    used += static_cast<size_t>(n);
+    text[used] = '\0';
+    char* line = text.data();
+    while (char* end_of_line = std::strchr(line, '\n')) {
+      *end_of_line = '\0';
+      found = !in_tail && fn(line);
+      if (found) {
+        break;
+      }
+      in_tail = false;
+      line = end_of_line + 1;
+    }
+    used = static_cast<size_t>(text.data() + used - line);
+    std::memmove(text.data(), line, used);
+    if (!found && used == text.size() - 1) {
+      found = !in_tail && fn(text.data());
+      in_tail = true;
+      used = 0;
+    }
+  }
+  close(fd);
+  return found ? Search::kFound : Search::kNotFound;
+}
+
+// The "low-high" range at the start of a /proc/self/maps or smaps mapping line.
+bool MappingRange(const char* line, uintptr_t* low, uintptr_t* high) {
+  char* end = nullptr;
+  const unsigned long long from = std::strtoull(line, &end, 16);
+  if (end == line || *end != '-') {
+    return false;
+  }
+  char* after = nullptr;
+  const unsigned long long to = std::strtoull(end + 1, &after, 16);
+  if (after == end + 1 || *after != ' ') {
+    return false;
+  }
+  *low = static_cast<uintptr_t>(from);
+  *high = static_cast<uintptr_t>(to);
+  return true;
+}
 
 // The lowest address of the mapping that holds `frame` (the main thread's stack), or 0 when
 // /proc/self/maps cannot be read. Found by address, not by the "[stack]" name a mapped file could
@@ -29,65 +92,86 @@ uintptr_t StackMappingStart(uintptr_t frame) {
   if (failed) {
     return 0;
   }
-  failed = true;
-  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return 0;
-  }
-  // Line by line through a buffer on the stack (not the heap, whose pages this is about): the
-  // shim maps little, a sanitizer build a great deal more. Only the "low-high" range at the start
-  // of a line is read, so the tail of a line longer than the buffer (a long path) is skipped.
-  const auto holds_frame = [frame](const char* line, uintptr_t* low_out) {
-    char* end = nullptr;
-    const unsigned long long low = std::strtoull(line, &end, 16);
-    if (end == line || *end != '-') {
-      return false;
-    }
-    char* after = nullptr;
-    const unsigned long long high = std::strtoull(end + 1, &after, 16);
-    *low_out = static_cast<uintptr_t>(low);
-    return after != end + 1 && low <= frame && frame < high;
-  };
-  char text[4096];
-  size_t used = 0;
-  bool in_tail = false;  // reading the rest of a line longer than the buffer
   uintptr_t low = 0;
-  bool found = false;
-  while (!found) {
-    const ssize_t n = read(fd, text + used, sizeof(text) - 1 - used);
-    if (n <= 0) {
-      break;
-    }
-    used += static_cast<size_t>(n);
-    text[used] = '\0';
-    char* line = text;
-    while (char* end_of_line = std::strchr(line, '\n')) {
-      *end_of_line = '\0';
-      found = !in_tail && holds_frame(line, &low);
-      if (found) {
-        break;
-      }
-      in_tail = false;
-      line = end_of_line + 1;
-    }
-    used = static_cast<size_t>(text + used - line);
-    std::memmove(text, line, used);
-    if (!found && used == sizeof(text) - 1) {
-      found = !in_tail && holds_frame(text, &low);
-      in_tail = true;
-      used = 0;
-    }
-  }
-  close(fd);
-  if (!found) {
-    return 0;
-  }
-  start = low;
-  failed = false;
+  const bool found = FindLine("/proc/self/maps", [frame, &low](const char* line) {
+                       uintptr_t high = 0;
+                       return MappingRange(line, &low, &high) && low <= frame && frame < high;
+                     }) == Search::kFound;
+  failed = !found;
+  start = found ? low : 0;
   return start;
 }
 
+// The main program's read-only segments (its code and constants), whole pages only.
+struct Segments {
+  static constexpr size_t kMax = 4;
+  std::array<uintptr_t, kMax> begin{};
+  std::array<uintptr_t, kMax> end{};
+  size_t count = 0;
+};
+
+int CollectReadOnlySegments(dl_phdr_info* info, size_t /*size*/, void* data) {
+  auto* segments = static_cast<Segments*>(data);
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (size_t i = 0; i < info->dlpi_phnum && segments->count < Segments::kMax; ++i) {
+    const ElfW(Phdr)& header = info->dlpi_phdr[i];
+    if (header.p_type != PT_LOAD || (header.p_flags & PF_W) != 0) {
+      continue;
+    }
+    const uintptr_t begin = (info->dlpi_addr + header.p_vaddr + page - 1) & ~(page - 1);
+    const uintptr_t end = (info->dlpi_addr + header.p_vaddr + header.p_memsz) & ~(page - 1);
+    if (begin < end) {
+      segments->begin[segments->count] = begin;
+      segments->end[segments->count] = end;
+      ++segments->count;
+    }
+  }
+  return 1;  // the main program comes first; shared libraries (a sanitizer build's) are left be
+}
+
 }  // namespace
+
+std::size_t ReleaseCode() {
+  Segments segments;
+  dl_iterate_phdr(&CollectReadOnlySegments, &segments);
+  if (segments.count == 0) {
+    return 0;
+  }
+  // A page of them a debugger or a uprobe wrote its breakpoint into is an anonymous copy that
+  // MADV_DONTNEED would throw away with the breakpoint: a segment with any such page is kept.
+  // /proc/self/smaps tells, per mapping ("Anonymous:"); unreadable, nothing is released.
+  std::array<bool, Segments::kMax> patched{};
+  uintptr_t low = 0;
+  uintptr_t high = 0;
+  const Search read = FindLine("/proc/self/smaps", [&](const char* line) {
+    uintptr_t from = 0;
+    uintptr_t to = 0;
+    if (MappingRange(line, &from, &to)) {
+      low = from;
+      high = to;
+    } else if (std::strncmp(line, "Anonymous:", 10) == 0 &&
+               std::strtoull(line + 10, nullptr, 10) != 0) {
+      for (size_t i = 0; i < segments.count; ++i) {
+        patched[i] = patched[i] || (low < segments.end[i] && segments.begin[i] < high);
+      }
+    }
+    return false;  // to the end
+  });
+  if (read == Search::kUnreadable) {
+    return 0;
+  }
+  std::size_t released = 0;
+  for (size_t i = 0; i < segments.count; ++i) {
+    if (patched[i]) {
+      continue;
+    }
+    void* from = reinterpret_cast<void*>(segments.begin[i]);  // NOLINT(performance-no-int-to-ptr)
+    if (madvise(from, segments.end[i] - segments.begin[i], MADV_DONTNEED) == 0) {
+      released += segments.end[i] - segments.begin[i];
+    }
+  }
+  return released;
+}
 
 __attribute__((noinline)) std::size_t ReleaseStackBelowCaller() {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -117,6 +201,7 @@ void ReleaseIdleMemory() {
 #if defined(__GLIBC__)
   malloc_trim(0);
 #endif
+  ReleaseCode();
   ReleaseStackBelowCaller();
 }
 

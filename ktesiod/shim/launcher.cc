@@ -1,16 +1,20 @@
 #include "launcher.h"
 
+#include <alloca.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "footprint.h"
 #include "io.h"
 #include "launcher_protocol.h"
 #include "spawn.h"
@@ -21,6 +25,7 @@ namespace ktesio::daemon::shim {
 namespace {
 
 constexpr size_t kFdsPerRequest = 2;  // the shim's stderr, its handshake pipe
+constexpr int kReleaseCodeAfterMs = 1000;
 
 bool SendAnswer(int control_fd, int32_t answer) {
   for (;;) {
@@ -82,7 +87,9 @@ void WriteTitle(const TitleArea& area, const std::vector<std::string_view>& argv
 // In the forked shim: the process an exec'd shim starts as (a new session, default signal
 // dispositions, an empty mask, stderr and the handshake pipe on fds 2 and 3, nothing else open),
 // then the shim itself.
-[[noreturn]] void RunForkedShim(const TitleArea& area, std::string_view request,
+[[noreturn]] void RunForkedShim(const TitleArea& area, const std::vector<std::string_view>& argv,
+                                const std::vector<std::string_view>& args,
+                                std::vector<char*>& env_pointers,
                                 const std::array<int, kFdsPerRequest>& fds, ShimEntry entry) {
   ResetSignals();
   setsid();
@@ -90,24 +97,14 @@ void WriteTitle(const TitleArea& area, const std::vector<std::string_view>& argv
     _exit(127);
   }
   CloseOtherFds(3);  // the request's own descriptors; the socket was fd 3 before the dup2
-  std::vector<std::string_view> argv;
-  std::vector<std::string_view> env;
-  DecodeLaunchRequest(request, &argv, &env);  // the parent decoded it already
   WriteTitle(area, argv);
   // The agent inherits the shim's environment (execvp uses environ): the one in the request.
-  // Pointers into `request`, whose NUL-terminated strings live as long as this process.
-  static std::vector<char*> env_pointers;
-  for (std::string_view value : env) {
-    env_pointers.push_back(const_cast<char*>(value.data()));
-  }
-  env_pointers.push_back(nullptr);
   environ = env_pointers.data();
-  std::exit(entry({argv.begin() + 1, argv.end()}));
+  std::exit(entry(args));
 }
 
-}  // namespace
-
-int RunLauncher(int control_fd, int argc, char** argv, ShimEntry entry) {
+// The launcher proper (RunLauncher places its stack first).
+[[gnu::noinline]] int ServeLaunches(int control_fd, int argc, char** argv, ShimEntry entry) {
   // Forked shims are reaped by the kernel (the daemon watches them through pidfds, as it does a
   // shim it adopted); a daemon gone mid-answer is a failed send, not a SIGPIPE.
   signal(SIGCHLD, SIG_IGN);
@@ -118,7 +115,17 @@ int RunLauncher(int control_fd, int argc, char** argv, ShimEntry entry) {
                         errno));
     return 1;
   }
+  bool code_mapped = true;
   for (;;) {
+    // Idle for a second after the last request: the code is unmapped (it stays in the page
+    // cache), as each shim's is once set up (footprint.h). A burst of launches never waits on it.
+    if (code_mapped) {
+      pollfd ready{control_fd, POLLIN, 0};
+      if (poll(&ready, 1, kReleaseCodeAfterMs) == 0) {
+        ReleaseCode();
+        code_mapped = false;
+      }
+    }
     // The size first, so that a request is read whole into a buffer of its size.
     const ssize_t size = recv(control_fd, nullptr, 0, MSG_PEEK | MSG_TRUNC);
     // The daemon closed its end (it never sends an empty request), or closed it or died with an
@@ -133,6 +140,7 @@ int RunLauncher(int control_fd, int argc, char** argv, ShimEntry entry) {
       Report(ErrnoMessage("--launcher: recv", errno));
       return 1;
     }
+    code_mapped = true;
     std::string request(static_cast<size_t>(size), '\0');
     alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * kFdsPerRequest)> control{};
     iovec iov{request.data(), request.size()};
@@ -172,9 +180,20 @@ int RunLauncher(int control_fd, int argc, char** argv, ShimEntry entry) {
     } else if (!LaunchTitleFits(shim_argv, area.size)) {
       answer = -E2BIG;
     } else {
+      // What the shim needs is made here, before the fork: the pages it lies in are the
+      // launcher's, shared, where the shim's own allocations would be pages of its own. The
+      // environment's pointers point into `request`, whose NUL-terminated strings, like these
+      // vectors, live in the shim as long as it does (std::exit never unwinds this frame).
+      const std::vector<std::string_view> shim_args(shim_argv.begin() + 1, shim_argv.end());
+      std::vector<char*> env_pointers;
+      env_pointers.reserve(shim_env.size() + 1);
+      for (std::string_view value : shim_env) {
+        env_pointers.push_back(const_cast<char*>(value.data()));
+      }
+      env_pointers.push_back(nullptr);
       const pid_t pid = fork();
       if (pid == 0) {
-        RunForkedShim(area, request, {received[0], received[1]}, entry);
+        RunForkedShim(area, shim_argv, shim_args, env_pointers, {received[0], received[1]}, entry);
       }
       answer = pid > 0 ? pid : -errno;
     }
@@ -185,6 +204,22 @@ int RunLauncher(int control_fd, int argc, char** argv, ShimEntry entry) {
       return 0;  // the daemon is gone; a shim forked for it finds its handshake pipe closed
     }
   }
+}
+
+}  // namespace
+
+int RunLauncher(int control_fd, int argc, char** argv, ShimEntry entry) {
+  // A forked shim writes the stack from the frame it was forked in down to its capture loop's,
+  // about 2 KiB, and each page of that is a private copy. Where in a page that frame lies is up
+  // to the kernel's random stack offset: two pages as often as one. So the launcher serves from
+  // a frame placed just below the top of a page, and every shim's frames fit in that one page.
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  constexpr uintptr_t kHeadroom = 128;  // ServeLaunches's own call and saved registers
+  const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  const uintptr_t pad = (here & (page - 1)) + kHeadroom;
+  void* skipped = alloca(pad);  // never written: the frame below starts at the page's top
+  asm volatile("" : : "r"(skipped) : "memory");
+  return ServeLaunches(control_fd, argc, argv, entry);
 }
 
 }  // namespace ktesio::daemon::shim

@@ -3,6 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <string_view>
 #include <vector>
 
@@ -13,6 +17,23 @@
 #include "shim.h"
 
 namespace {
+
+#if defined(__GLIBC__)
+// One shim runs per agent, so idle memory matters. A fixed mmap threshold makes every block of
+// 64 KiB and more its own mapping, unmapped when freed, rather than heap memory that stays
+// resident after a burst (glibc otherwise raises the threshold on free): the capture buffers, and
+// the 73 KiB emergency exception pool libstdc++'s static constructor allocates. That pool must
+// not be carved from the 128 KiB of padding glibc's own start-up grew the heap by (the static
+// start-up mallocs before any constructor), so the padding goes (no top padding, and the heap
+// trimmed to what it holds) before any other constructor runs. The heap then holds only small
+// blocks, packed, and a shim forked by the launcher writes one or two pages of it, not pages far
+// up.
+__attribute__((constructor(101))) void SetUpMalloc() {
+  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+  mallopt(M_TOP_PAD, 0);
+  malloc_trim(0);
+}
+#endif
 
 // The daemon may start the shim with fds 0-2 closed; without this, the agent's pipes could land
 // on them and the shim's own error messages would go into the agent's stdin or log.

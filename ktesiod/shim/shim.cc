@@ -1,7 +1,6 @@
 #include "shim.h"
 
 #include <fcntl.h>
-#include <malloc.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -190,10 +189,6 @@ bool WritePid(const Options& o, const char* file, pid_t pid, std::string* error)
 }  // namespace
 
 int RunShim(const Options& o) {
-  // One shim runs per agent, so idle memory matters: a fixed mmap threshold makes the capture
-  // buffers (64 KiB and up) separate mappings that are unmapped when freed, rather than heap
-  // memory that stays resident after a burst. (glibc otherwise raises the threshold on free.)
-  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
   if (o.ready_fd >= 0) {
     fcntl(o.ready_fd, F_SETFD, FD_CLOEXEC);
   }

@@ -61,7 +61,8 @@ TEST(StatusMessage, OneHugeLineIsCutOutsideUtf8Sequences) {
     line += "\xc3\xa9";  // U+00E9, two bytes, each percent-encoded to three
   }
   const std::string cut = FitStatusMessage(line + "\nsecond line");
-  ASSERT_TRUE(cut.ends_with(absl::StrCat(" ... (", std::string(kStatusCutNote), ")"))) << cut.substr(0, 80);
+  ASSERT_TRUE(cut.ends_with(absl::StrCat(" ... (", std::string(kStatusCutNote), ")")))
+      << cut.substr(0, 80);
   const std::string kept = cut.substr(0, cut.size() - kStatusCutNote.size() - 7);
   ASSERT_GT(kept.size(), 5u);
   EXPECT_TRUE(line.starts_with(kept));

@@ -10,12 +10,34 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 namespace ktesio::daemon::shim {
 namespace {
+
+// Resident KiB of this program's executable mappings (its code), from /proc/self/smaps.
+long CodeRssKib() {
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_code = false;
+  long total = 0;
+  while (std::getline(smaps, line)) {
+    if (line.find(" r-xp ") != std::string::npos || line.find(" r--p ") != std::string::npos ||
+        line.find(" rw-p ") != std::string::npos || line.find(" ---p ") != std::string::npos) {
+      in_code = line.find(" r-xp ") != std::string::npos && line.ends_with(exe);
+    } else if (in_code && line.rfind("Rss:", 0) == 0) {
+      total += std::stol(line.substr(4));
+    }
+  }
+  return total;
+}
+
+// A function of this program that nothing calls: its first byte is patched, as a debugger would.
+__attribute__((noinline, used)) int PatchTarget(int x) { return x * 7 + 3; }
 
 // Resident KiB of the "[stack]" mapping, from /proc/self/smaps; -1 when not found.
 long StackRssKib() {
@@ -117,6 +139,33 @@ TEST(ShimFootprint, AFileNamedLikeTheStackIsLeftAlone) {
   munmap(mapped, 4096);
   unlink(path.c_str());
   rmdir(dir_template);
+}
+
+// The program's code is unmapped (it stays in the page cache) and comes back as it runs.
+TEST(ShimFootprint, ReleaseCodeUnmapsTheProgramsCode) {
+  const long before = CodeRssKib();
+  ASSERT_GT(before, 64) << "the test binary's code is not resident";
+  const std::size_t released = ReleaseCode();
+  const long after = CodeRssKib();
+  EXPECT_GT(released, std::size_t{64} * 1024);
+  EXPECT_LT(after, before) << "before " << before << " KiB, after " << after << " KiB";
+  EXPECT_EQ(PatchTarget(2), 17) << "code that runs again maps back";
+}
+
+// A page a debugger patched (an anonymous copy in the code mapping) would lose its patch to
+// MADV_DONTNEED: its segment is left mapped, the patch in place.
+TEST(ShimFootprint, ReleaseCodeKeepsAPatchedSegment) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  auto* target = reinterpret_cast<unsigned char*>(&PatchTarget);
+  void* page_start = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(target) & ~(page - 1));
+  ASSERT_EQ(mprotect(page_start, page, PROT_READ | PROT_WRITE | PROT_EXEC), 0);
+  const unsigned char original = *target;
+  *target = 0xcc;  // int3, as a breakpoint is set
+  ReleaseCode();
+  EXPECT_EQ(*target, 0xcc) << "the patched page was thrown away";
+  *target = original;
+  ASSERT_EQ(mprotect(page_start, page, PROT_READ | PROT_EXEC), 0);
+  EXPECT_EQ(PatchTarget(1), 10);
 }
 
 }  // namespace
