@@ -6,16 +6,21 @@
 #
 #   cold_boot_s      supervisor exec -> N autostart agents exist (best of REPS)
 #   warm_start_s     one command -> N registered, stopped agents exist again (best of REPS)
-#   pss_total_kib    PSS of the supervisor and its per-agent helpers, N agents running
+#   pss_total_kib    PSS of the supervisor and its per-agent helpers, N agents running, the
+#                    supervisor left alone SETTLE_S seconds after the last command (Ktesio's
+#                    daemon and shims unmap the code a burst of work mapped a second after it)
+#   pss_total_busy_kib, pss_daemon_busy_kib
+#                    Ktesio's, right after an `agent list --json` and an `agent show`, before
+#                    that release (the bare gRPC server, which releases nothing, for the floor)
 #   pss_daemon_kib   PSS of the supervisor's main process alone; for the floor, the bare gRPC
 #                    server after 1,000 calls, and a second one that, as the daemon does, binds
 #                    its symbols at start (LD_BIND_NOW) and releases its start-up code (SIGUSR2)
 #                    before 1,000 more
 #   pss_idle_kib     the same once idle: Ktesio after its idle memory trim (memory_trim_idle_secs,
-#                    30 s by default) and one `agent show`, the second bare gRPC server trimmed
-#                    the same way (SIGUSR1 to ktesio_bench echo-server) and one call; recorded when
-#                    the trim was seen (PSS down by a fifth). The peers do not trim, so theirs is
-#                    not measured again
+#                    30 s by default; 33 s after its last call) and one `agent show`, the second
+#                    bare gRPC server trimmed the same way (SIGUSR1 to ktesio_bench echo-server)
+#                    and one call, recorded when its trim was seen (PSS down by a fifth). The
+#                    peers do not trim, so theirs is not measured again
 #   bulk_s           start of an agent `cat`ing LINES lines -> the last one is in its log
 #   per_line_s       the same, the writer making one write(2) per line (ktesio-probe)
 #   restart_ms       SIGKILL of an agent -> its replacement exists (median of KILLS, GAP_S apart)
@@ -31,7 +36,7 @@
 # figure and Ktesio's as a ratio of it (below 1: Ktesio is faster or smaller). Never run by
 # ctest. PEERS selects supervisors (ktesio is always measured first).
 #
-#   bench/compare.sh          N=100 REPS=2 LINES=1000000 KILLS=5 GAP_S=1.5 bench/compare.sh
+#   bench/compare.sh          N=100 REPS=2 LINES=1000000 KILLS=5 GAP_S=1.5 SETTLE_S=3 bench/compare.sh
 #   PEERS="s6 runit" bench/compare.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +45,7 @@ REPS=${REPS:-2}
 LINES=${LINES:-1000000}
 KILLS=${KILLS:-5}
 GAP_S=${GAP_S:-1.5}
+SETTLE_S=${SETTLE_S:-3}
 PEERS=${PEERS:-supervisord pm2 runit s6}
 source bench/lib.sh
 
@@ -145,7 +151,9 @@ awk -v n="$LINES" 'BEGIN { for (i = 0; i < n; i++) printf "line %07d xxxxxxxxxxx
 echo_server=$!
 sleep 0.3
 "$BENCH" rpc "$work/echo.sock" 1000 version >/dev/null
-record pss_daemon_kib bare-grpc "$(pss_kb "$echo_server")"
+bare_pss=$(pss_kb "$echo_server")
+record pss_daemon_kib bare-grpc "$bare_pss"
+record pss_daemon_busy_kib bare-grpc "$bare_pss"
 kill "$echo_server"
 wait "$echo_server" 2>/dev/null || true
 # Like for like with the daemon, which binds its symbols at start (LD_BIND_NOW), releases its
@@ -217,19 +225,24 @@ ktesio() {
       --selector group=sleep)")
   done
   record warm_start_s ktesio "$(printf '%s\n' "${times[@]}" | best)"
-  sleep 1
+  ctl agent list --json >/dev/null
+  ctl agent show s-1 >/dev/null
+  # shellcheck disable=SC2046
+  record pss_total_busy_kib ktesio "$(pss_sum_kb "$daemon" $(kt_shim_pids "$work" "$daemon"))"
+  record pss_daemon_busy_kib ktesio "$(pss_kb "$daemon")"
+  sleep "$SETTLE_S"
   measure_running ktesio "$daemon" "$(kt_shim_pids "$work" "$daemon" | xargs)" "$KTCTL" \
     --socket "$sock" agent show s-1
   local logs=$work/state/agents
   measure_log ktesio bulk_s "$logs/bulk/logs" "$BULK_LAST" "$KTCTL" --socket "$sock" agent start bulk
   measure_log ktesio per_line_s "$logs/perline/logs" "$PER_LINE_LAST" "$KTCTL" --socket "$sock" \
     agent start perline
-  # Quiet from here: the daemon's idle trim follows within two of its 30 s windows.
-  if wait_pss_below "$daemon" $(($(pss_kb "$daemon") * 8 / 10)); then
-    ctl agent show s-1 >/dev/null
-    sleep 0.3
-    record pss_idle_kib ktesio "$(pss_kb "$daemon")"
-  fi
+  # Quiet from here: the daemon's idle trim follows 30-32 s after the last call (it looks once a
+  # second; memory_trim_idle_secs = 30).
+  sleep 33
+  ctl agent show s-1 >/dev/null
+  sleep 0.3
+  record pss_idle_kib ktesio "$(pss_kb "$daemon")"
   kt_stop_daemon
   wait_sleepers_gone
 }
@@ -276,7 +289,7 @@ supervisord_peer() {
     times+=("$("${WAIT[@]}" procs "$N" "$SLEEP_CMD" -- "${sctl[@]}" start 'sleep:*')")
   done
   record warm_start_s supervisord "$(printf '%s\n' "${times[@]}" | best)"
-  sleep 1
+  sleep "$SETTLE_S"
   measure_running supervisord "$pid" "" "${sctl[@]}" status sleep:s-1
   measure_log supervisord bulk_s "$dir/bulk" "$BULK_LAST" "${sctl[@]}" start bulk
   measure_log supervisord per_line_s "$dir/perline" "$PER_LINE_LAST" "${sctl[@]}" start perline
@@ -378,7 +391,7 @@ runit_peer() {
     times+=("$("${WAIT[@]}" procs "$N" "$SLEEP_CMD" -- sv up "$scan"/s-*)")
   done
   record warm_start_s runit "$(printf '%s\n' "${times[@]}" | best)"
-  sleep 1
+  sleep "$SETTLE_S"
   measure_running runit "$pid" "$(pgrep -P "$pid" -f '^runsv s-' | xargs)" sv status "$scan/s-1"
   measure_log runit bulk_s "$work/runit/bulk" "$BULK_LAST" sv up "$scan/bulk"
   measure_log runit per_line_s "$work/runit/perline" "$PER_LINE_LAST" sv up "$scan/perline"
@@ -405,7 +418,7 @@ s6_peer() {
     times+=("$("${WAIT[@]}" procs "$N" "$SLEEP_CMD" -- /bin/sh "$up")")
   done
   record warm_start_s s6 "$(printf '%s\n' "${times[@]}" | best)"
-  sleep 1
+  sleep "$SETTLE_S"
   measure_running s6 "$pid" "$(pgrep -P "$pid" -f '^s6-supervise s-' | xargs)" s6-svstat "$scan/s-1"
   measure_log s6 bulk_s "$work/s6/bulk" "$BULK_LAST" s6-svc -u "$scan/bulk"
   measure_log s6 per_line_s "$work/s6/perline" "$PER_LINE_LAST" s6-svc -u "$scan/perline"

@@ -14,6 +14,7 @@
 #include <sys/auxv.h>
 #endif
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -304,8 +305,9 @@ absl::StatusOr<TrimReport> TrimWorkingSet() {
 
 IdleTrimmer::IdleTrimmer(absl::Duration idle, std::function<Activity()> activity,
                          std::function<bool()> booted, absl::Duration settle,
-                         std::shared_ptr<spdlog::logger> log)
+                         std::shared_ptr<spdlog::logger> log, absl::Duration release)
     : idle_(idle),
+      release_(release),
       activity_(std::move(activity)),
       booted_(std::move(booted)),
       settle_(settle),
@@ -355,37 +357,54 @@ void IdleTrimmer::Run() {
   }
   // Calls made while boot was settling are start-up activity, which the first trim follows anyway.
   uint64_t seen = activity_().calls;
-  bool active = true;  // start-up is activity: the first quiet window after it trims
+  bool code_mapped = false;  // just released
+  bool trim_due = true;      // start-up is activity: the first quiet window after it trims
+  const absl::Duration tick = std::min(release_, idle_);
+  absl::Duration quiet;
   for (;;) {
-    if (!Sleep(idle_)) {
+    if (!Sleep(tick)) {
       return;
     }
     const Activity now = activity_();
     if (now.calls != seen || now.in_flight != 0) {
-      // A call arrived during the window, or one is still open (a long stop, a followed log):
+      // A call arrived since the last look, or one is still open (a long stop, a followed log):
       // not quiet yet.
       seen = now.calls;
-      active = true;
+      code_mapped = true;
+      trim_due = true;
+      quiet = absl::ZeroDuration();
       continue;
     }
-    if (!active) {
-      continue;
-    }
-    active = false;
-    absl::StatusOr<TrimReport> report = TrimWorkingSet();
-    if (!report.ok()) {
-      if (absl::IsUnimplemented(report.status())) {
-        log_->warn("memory trim off: {}", std::string(report.status().message()));
-        return;
+    quiet += tick;
+    if (trim_due && quiet >= idle_) {
+      trim_due = false;
+      absl::StatusOr<TrimReport> report = TrimWorkingSet();
+      if (!report.ok()) {
+        if (absl::IsUnimplemented(report.status())) {
+          log_->warn("memory trim off: {}", std::string(report.status().message()));
+          return;
+        }
+        log_->warn("memory trim skipped: {}", std::string(report.status().message()));
+        trim_due = true;  // try again after the next quiet window
+        quiet = absl::ZeroDuration();
+        continue;
       }
-      log_->warn("memory trim skipped: {}", std::string(report.status().message()));
-      active = true;  // try again after the next quiet window
-      continue;
+      code_mapped = false;  // the trim released it too
+      trims_.fetch_add(1, std::memory_order_relaxed);
+      log_->info("memory trim: resident {} KiB -> {} KiB ({} mappings, {} KiB advised)",
+                 report->rss_before_kib, report->rss_after_kib, report->mappings,
+                 report->advised_kib);
+    } else if (code_mapped && quiet >= release_) {
+      code_mapped = false;
+      absl::StatusOr<TrimReport> report = ReleaseCode();
+      if (report.ok()) {
+        releases_.fetch_add(1, std::memory_order_relaxed);
+        log_->debug("code released: resident {} KiB -> {} KiB", report->rss_before_kib,
+                    report->rss_after_kib);
+      } else {
+        log_->debug("code kept: {}", std::string(report.status().message()));
+      }
     }
-    trims_.fetch_add(1, std::memory_order_relaxed);
-    log_->info("memory trim: resident {} KiB -> {} KiB ({} mappings, {} KiB advised)",
-               report->rss_before_kib, report->rss_after_kib, report->mappings,
-               report->advised_kib);
   }
 }
 

@@ -65,19 +65,23 @@ struct Activity {
   uint64_t in_flight = 0;
 };
 
-// Releases start-up code once boot's work is done, then trims once after every quiet period.
+// Releases start-up code once boot's work is done, releases the code calls mapped back once they
+// have been quiet a moment, and trims once after every quiet period.
 //
-// The release (ReleaseCode) waits until `booted` returns true (polled every 100 ms) and then
-// `settle` more, so that the launches boot began have run their course. Then: a trim when no
-// call arrived during a whole `idle` window, none is open, and there was activity since the last
-// trim (start-up counts as activity, so the first trim follows the boot). The trim therefore
-// comes between one and two windows after the last call ended. Wakes once per `idle` window;
-// never trims twice in a row without activity in between. Logs each trim at info; stops for good
-// (with a warning) only where trimming is unsupported.
+// The first release (ReleaseCode) waits until `booted` returns true (polled every 100 ms) and
+// then `settle` more, so that the launches boot began have run their course. From then on the
+// trimmer looks at the activity every `release` (or `idle`, if shorter). Quiet means no call
+// arrived since the last look and none is open. After calls, once quiet for `release`: the code
+// is released again (ReleaseCode: nothing is evicted, the next call maps back what it runs with
+// minor faults). Once quiet for `idle`, and there was activity since the last trim (start-up
+// counts, so the first trim follows the boot): a trim (TrimWorkingSet, which releases code too).
+// Never releases or trims twice in a row without activity in between. Logs each trim at info,
+// each release at debug; stops for good (with a warning) only where trimming is unsupported.
 class IdleTrimmer {
  public:
   IdleTrimmer(absl::Duration idle, std::function<Activity()> activity, std::function<bool()> booted,
-              absl::Duration settle, std::shared_ptr<spdlog::logger> log);
+              absl::Duration settle, std::shared_ptr<spdlog::logger> log,
+              absl::Duration release = absl::Seconds(1));
   ~IdleTrimmer();  // stops and joins the thread
   IdleTrimmer(const IdleTrimmer&) = delete;
   IdleTrimmer& operator=(const IdleTrimmer&) = delete;
@@ -91,6 +95,7 @@ class IdleTrimmer {
   bool Sleep(absl::Duration duration);  // false: stopping
 
   const absl::Duration idle_;
+  const absl::Duration release_;
   const std::function<Activity()> activity_;
   const std::function<bool()> booted_;
   const absl::Duration settle_;

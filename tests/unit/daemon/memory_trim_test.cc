@@ -334,6 +334,40 @@ TEST(IdleTrimmerTest, ReleasesStartUpCodeOnceBootIsDoneAndSettledThenTrims) {
   EXPECT_EQ(trimmer.releases(), 1u);
 }
 
+TEST(IdleTrimmerTest, ReleasesCodeAgainAMomentAfterCallsLongBeforeTheTrim) {
+  if (!TrimSupported()) {
+    GTEST_SKIP() << TrimWorkingSet().status();
+  }
+  std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> open{0};
+  auto log =
+      std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
+  // A trim window no test waits out, the release after 50 ms of quiet.
+  IdleTrimmer trimmer(
+      absl::Seconds(600),
+      [&] {
+        return Activity{calls.load(), open.load()};
+      },
+      [] { return true; }, absl::ZeroDuration(), log, absl::Milliseconds(50));
+  ASSERT_TRUE(Eventually([&] { return trimmer.releases() == 1; }));  // after boot
+  // No calls: nothing more to release.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(trimmer.releases(), 1u);
+  // Calls, then quiet: released again, once.
+  calls += 2;
+  ASSERT_TRUE(Eventually([&] { return trimmer.releases() == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(trimmer.releases(), 2u);
+  // An open call (a followed log) holds the release off.
+  calls += 1;
+  open = 1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(trimmer.releases(), 2u);
+  open = 0;
+  ASSERT_TRUE(Eventually([&] { return trimmer.releases() == 3; }));
+  EXPECT_EQ(trimmer.trims(), 0u);
+}
+
 // A trimmer with 30 s waits, stopped 150 ms after it started: its destructor must not wait them
 // out (it is woken by the stop). Not a timing assertion of the trimmer's speed: 20 s is only
 // what a wait that ignores the stop would exceed.
