@@ -191,7 +191,7 @@ void Capture::PollOnce(int timeout_ms) {
     if (holding) {
       ReleaseBuffers();
     } else if (code_mapped_) {
-      ReleaseIdleMemory();
+      ReleaseIdleMemory(CodeMappings::kRelease);
     }
     code_mapped_ = false;
   }
@@ -279,8 +279,8 @@ void Capture::ReleaseBuffers() {
   std::string().swap(log_buffer_);
   std::string().swap(usage_buffer_);
   // The smaller ones went back to the heap's top, which free() shrinks only past 128 KiB: give
-  // its pages back too, and the stack the burst's deeper calls touched (a few microseconds).
-  ReleaseIdleMemory();
+  // its pages back too, the code the burst ran, and the stack its deeper calls touched.
+  ReleaseIdleMemory(CodeMappings::kRelease);
 }
 
 void Capture::OnSigchld() {

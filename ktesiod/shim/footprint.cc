@@ -139,25 +139,37 @@ std::size_t ReleaseCode() {
   }
   // A page of them a debugger or a uprobe wrote its breakpoint into is an anonymous copy that
   // MADV_DONTNEED would throw away with the breakpoint: a segment with any such page is kept.
-  // /proc/self/smaps tells, per mapping ("Anonymous:"); unreadable, nothing is released.
+  // /proc/self/pagemap tells, per page: present or swapped, and not a file page. Unreadable,
+  // nothing is released.
   std::array<bool, Segments::kMax> patched{};
-  uintptr_t low = 0;
-  uintptr_t high = 0;
-  const Search read = FindLine("/proc/self/smaps", [&](const char* line) {
-    uintptr_t from = 0;
-    uintptr_t to = 0;
-    if (MappingRange(line, &from, &to)) {
-      low = from;
-      high = to;
-    } else if (std::strncmp(line, "Anonymous:", 10) == 0 &&
-               std::strtoull(line + 10, nullptr, 10) != 0) {
-      for (size_t i = 0; i < segments.count; ++i) {
-        patched[i] = patched[i] || (low < segments.end[i] && segments.begin[i] < high);
+  const int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (pagemap < 0) {
+    return 0;
+  }
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  constexpr uint64_t kPresent = uint64_t{1} << 63;
+  constexpr uint64_t kSwapped = uint64_t{1} << 62;
+  constexpr uint64_t kFilePage = uint64_t{1} << 61;
+  std::array<uint64_t, 512> entries;  // on the stack: the heap's pages are what this file is about
+  bool readable = true;
+  for (size_t i = 0; i < segments.count && readable; ++i) {
+    for (uintptr_t at = segments.begin[i]; at < segments.end[i] && !patched[i];) {
+      const size_t count = std::min<size_t>(entries.size(), (segments.end[i] - at) / page);
+      const auto bytes = static_cast<ssize_t>(count * sizeof(uint64_t));
+      if (pread(pagemap, entries.data(), static_cast<size_t>(bytes),
+                static_cast<off_t>(at / page * sizeof(uint64_t))) != bytes) {
+        readable = false;
+        break;
       }
+      for (size_t k = 0; k < count; ++k) {
+        const uint64_t e = entries[k];
+        patched[i] = patched[i] || ((e & (kPresent | kSwapped)) != 0 && (e & kFilePage) == 0);
+      }
+      at += count * page;
     }
-    return false;  // to the end
-  });
-  if (read == Search::kUnreadable) {
+  }
+  close(pagemap);
+  if (!readable) {
     return 0;
   }
   std::size_t released = 0;
@@ -197,11 +209,13 @@ __attribute__((noinline)) std::size_t ReleaseStackBelowCaller() {
   return high - low;
 }
 
-void ReleaseIdleMemory() {
+void ReleaseIdleMemory(CodeMappings code) {
 #if defined(__GLIBC__)
   malloc_trim(0);
 #endif
-  ReleaseCode();
+  if (code == CodeMappings::kRelease) {
+    ReleaseCode();
+  }
   ReleaseStackBelowCaller();
 }
 

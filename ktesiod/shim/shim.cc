@@ -239,7 +239,9 @@ int RunShim(const Options& o) {
     // buffers touched (opendir's 32 KiB, listing the log segments or /proc for stragglers), which
     // free() gives back only past 128 KiB, and set-up's calls ran deeper into the stack than the
     // capture loop will.
-    ReleaseIdleMemory();
+    // (Its code waits for the capture loop's first quiet second: ReleaseCode reads the page
+    // table, work a start of many agents at once should not add to.)
+    ReleaseIdleMemory(CodeMappings::kKeep);
     config.out_fd = p.out_read;
     config.err_fd = p.err_read;
     config.agent = spawn.pid;

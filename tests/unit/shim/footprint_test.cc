@@ -111,7 +111,7 @@ TEST(ShimFootprint, StackBelowTheCallerGoesBackAndTheCallersFrameStays) {
 TEST(ShimFootprint, IdleReleaseGivesBackTheStackToo) {
   ASSERT_GT(TouchStack(128), 0);
   const long before = StackRssKib();
-  ReleaseIdleMemory();
+  ReleaseIdleMemory(CodeMappings::kRelease);
   const long after = StackRssKib();
   ASSERT_GE(before, 128);
   EXPECT_LE(after, before - 100) << "before " << before << " KiB, after " << after << " KiB";
