@@ -337,15 +337,19 @@ bool IdleTrimmer::ReleaseAfterBoot() {
   if (!Sleep(settle_)) {
     return false;
   }
+  Release("start-up code");
+  return true;
+}
+
+void IdleTrimmer::Release(std::string_view what) {
   absl::StatusOr<TrimReport> report = ReleaseCode();
   if (report.ok()) {
     releases_.fetch_add(1, std::memory_order_relaxed);
-    log_->debug("start-up code released: resident {} KiB -> {} KiB", report->rss_before_kib,
+    log_->debug("{} released: resident {} KiB -> {} KiB", what, report->rss_before_kib,
                 report->rss_after_kib);
   } else {
-    log_->debug("start-up code kept: {}", std::string(report.status().message()));
+    log_->debug("{} kept: {}", what, std::string(report.status().message()));
   }
-  return true;
 }
 
 void IdleTrimmer::Run() {
@@ -396,14 +400,7 @@ void IdleTrimmer::Run() {
                  report->advised_kib);
     } else if (code_mapped && quiet >= release_) {
       code_mapped = false;
-      absl::StatusOr<TrimReport> report = ReleaseCode();
-      if (report.ok()) {
-        releases_.fetch_add(1, std::memory_order_relaxed);
-        log_->debug("code released: resident {} KiB -> {} KiB", report->rss_before_kib,
-                    report->rss_after_kib);
-      } else {
-        log_->debug("code kept: {}", std::string(report.status().message()));
-      }
+      Release("code");
     }
   }
 }

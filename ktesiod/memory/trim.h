@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string_view>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -92,6 +93,7 @@ class IdleTrimmer {
  private:
   void Run();
   bool ReleaseAfterBoot();              // false: stopping
+  void Release(std::string_view what);  // ReleaseCode, counted and logged at debug
   bool Sleep(absl::Duration duration);  // false: stopping
 
   const absl::Duration idle_;
