@@ -69,15 +69,24 @@ TitleArea FindTitleArea(int argc, char** argv) {
 // In the forked shim: its own arguments over the launcher's, whole ones while they fit (the
 // parent checked that EXEC, --run-dir and the run dir do), and NULs over what is left of the
 // launcher's title. The rest of the area was NULs from the start (empty arguments).
-void WriteTitle(const TitleArea& area, const std::vector<std::string_view>& argv) {
+void WriteTitle(const TitleArea& area, std::string_view exec,
+                const std::vector<std::string_view>& args) {
   size_t used = 0;
-  for (std::string_view arg : argv) {
+  const auto put = [&](std::string_view arg) {
     if (used + arg.size() + 1 > area.size) {
-      break;
+      return false;
     }
     std::memcpy(area.begin + used, arg.data(), arg.size());
     area.begin[used + arg.size()] = '\0';
     used += arg.size() + 1;
+    return true;
+  };
+  if (put(exec)) {
+    for (std::string_view arg : args) {
+      if (!put(arg)) {
+        break;
+      }
+    }
   }
   if (used < area.used) {
     std::memset(area.begin + used, 0, area.used - used);
@@ -87,7 +96,7 @@ void WriteTitle(const TitleArea& area, const std::vector<std::string_view>& argv
 // In the forked shim: the process an exec'd shim starts as (a new session, default signal
 // dispositions, an empty mask, stderr and the handshake pipe on fds 2 and 3, nothing else open),
 // then the shim itself.
-[[noreturn]] void RunForkedShim(const TitleArea& area, const std::vector<std::string_view>& argv,
+[[noreturn]] void RunForkedShim(const TitleArea& area, std::string_view exec,
                                 const std::vector<std::string_view>& args,
                                 std::vector<char*>& env_pointers,
                                 const std::array<int, kFdsPerRequest>& fds, ShimEntry entry) {
@@ -97,7 +106,7 @@ void WriteTitle(const TitleArea& area, const std::vector<std::string_view>& argv
     _exit(127);
   }
   CloseOtherFds(3);  // the request's own descriptors; the socket was fd 3 before the dup2
-  WriteTitle(area, argv);
+  WriteTitle(area, exec, args);
   // The agent inherits the shim's environment (execvp uses environ): the one in the request.
   environ = env_pointers.data();
   std::exit(entry(args));
@@ -184,7 +193,8 @@ void WriteTitle(const TitleArea& area, const std::vector<std::string_view>& argv
       // launcher's, shared, where the shim's own allocations would be pages of its own. The
       // environment's pointers point into `request`, whose NUL-terminated strings, like these
       // vectors, live in the shim as long as it does (std::exit never unwinds this frame).
-      const std::vector<std::string_view> shim_args(shim_argv.begin() + 1, shim_argv.end());
+      const std::string_view exec = shim_argv.front();
+      shim_argv.erase(shim_argv.begin());  // in place: the shim's arguments, after argv[0]
       std::vector<char*> env_pointers;
       env_pointers.reserve(shim_env.size() + 1);
       for (std::string_view value : shim_env) {
@@ -193,7 +203,7 @@ void WriteTitle(const TitleArea& area, const std::vector<std::string_view>& argv
       env_pointers.push_back(nullptr);
       const pid_t pid = fork();
       if (pid == 0) {
-        RunForkedShim(area, shim_argv, shim_args, env_pointers, {received[0], received[1]}, entry);
+        RunForkedShim(area, exec, shim_argv, env_pointers, {received[0], received[1]}, entry);
       }
       answer = pid > 0 ? pid : -errno;
     }

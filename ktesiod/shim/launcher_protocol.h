@@ -82,6 +82,8 @@ inline bool DecodeLaunchRequest(std::string_view message, std::vector<std::strin
   }
   argv->clear();
   env->clear();
+  argv->reserve(header.argc);  // exactly: no outgrown buffers left behind in the launcher's heap
+  env->reserve(header.envc);
   for (uint64_t i = 0; i < static_cast<uint64_t>(header.argc) + header.envc; ++i) {
     const size_t end = message.find('\0');
     if (end == std::string_view::npos) {

@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <array>
 #include <charconv>
 #include <limits>
 
@@ -59,6 +60,9 @@ std::string ApplyValue(std::string_view flag, std::string_view value, Options* o
   return "";
 }
 
+// The known flags: the seven of TakesValue and --stdin-fifo.
+constexpr std::size_t kMaxFlags = 8;
+
 bool TakesValue(std::string_view flag) {
   return flag == "--run-dir" || flag == "--log-dir" || flag == "--cwd" || flag == "--max-bytes" ||
          flag == "--keep" || flag == "--ready-fd" || flag == "--usage-file";
@@ -74,7 +78,10 @@ ParseResult Fail(std::string message) {
 
 ParseResult ParseOptions(const std::vector<std::string_view>& args) {
   Options o;
-  std::vector<std::string> seen;
+  // The flags given so far, on the stack: each is a known flag given once, or parsing has failed.
+  // (A forked shim writes every heap page it allocates in: docs/shim.md, "Footprint".)
+  std::array<std::string_view, kMaxFlags> seen;
+  std::size_t seen_count = 0;
   std::size_t i = 0;
   for (; i < args.size() && args[i] != "--"; ++i) {
     std::string_view arg = args[i];
@@ -88,12 +95,15 @@ ParseResult ParseOptions(const std::vector<std::string_view>& args) {
     if (!TakesValue(flag) && flag != "--stdin-fifo") {
       return Fail("unknown argument '" + std::string(arg) + "'");
     }
-    for (const std::string& s : seen) {
-      if (s == flag) {
+    for (std::size_t k = 0; k < seen_count; ++k) {
+      if (seen[k] == flag) {
         return Fail(std::string(flag) + " given twice");
       }
     }
-    seen.emplace_back(flag);
+    if (seen_count == seen.size()) {
+      return Fail("more flags than ktesio-shim knows");  // kMaxFlags out of date
+    }
+    seen[seen_count++] = flag;
     if (flag == "--stdin-fifo") {
       if (eq != std::string_view::npos) {
         return Fail("--stdin-fifo takes no value");
@@ -122,6 +132,7 @@ ParseResult ParseOptions(const std::vector<std::string_view>& args) {
   if (args[i + 1].empty()) {
     return Fail("EXEC must not be empty");
   }
+  o.command.reserve(args.size() - i - 1);
   for (++i; i < args.size(); ++i) {
     o.command.emplace_back(args[i]);
   }
