@@ -238,8 +238,12 @@ ktesio() {
   measure_log ktesio per_line_s "$logs/perline/logs" "$PER_LINE_LAST" "$KTCTL" --socket "$sock" \
     agent start perline
   # Quiet from here: the daemon's idle trim follows 30-32 s after the last call (it looks once a
-  # second; memory_trim_idle_secs = 30).
-  sleep 33
+  # second; memory_trim_idle_secs = 30), and leaves less than the code release a second after it.
+  sleep "$SETTLE_S"
+  local released_kib; released_kib=$(pss_kb "$daemon")
+  sleep $((33 - SETTLE_S))
+  (($(pss_kb "$daemon") < released_kib)) ||
+    echo "ktesio: no idle trim seen (PSS $(pss_kb "$daemon") KiB, $released_kib released)" >&2
   ctl agent show s-1 >/dev/null
   sleep 0.3
   record pss_idle_kib ktesio "$(pss_kb "$daemon")"
@@ -339,7 +343,7 @@ JS
     times+=("$("${WAIT[@]}" procs "$N" "$SLEEP_CMD" -- "$PM2" start all)")
   done
   record warm_start_s pm2 "$(printf '%s\n' "${times[@]}" | best)"
-  sleep 2
+  sleep "$SETTLE_S"
   measure_running pm2 "$pid" "" "$PM2" describe s-1
   measure_log pm2 bulk_s "$dir/bulk" "$BULK_LAST" "$PM2" start "$dir/logs.config.js" --only bulk
   measure_log pm2 per_line_s "$dir/perline" "$PER_LINE_LAST" "$PM2" start "$dir/logs.config.js" \
@@ -446,7 +450,7 @@ for line in open(sys.argv[1]):
     figure, peer, value = line.split()
     rows.setdefault(figure, {})[peer] = value
 peers = sys.argv[2:]
-print("%-16s %10s  %s" % ("figure", "ktesio", "  ".join("%-20s" % p for p in peers)))
+print("%-20s %10s  %s" % ("figure", "ktesio", "  ".join("%-20s" % p for p in peers)))
 for figure, values in rows.items():
     kt = values.get("ktesio")
     cells = []
@@ -460,5 +464,5 @@ for figure, values in rows.items():
         except (TypeError, ValueError, ZeroDivisionError):
             ratio = ""
         cells.append("%-20s" % ("%s %s%s" % (floors[p], v, ratio) if p in floors else "%s%s" % (v, ratio)))
-    print("%-16s %10s  %s" % (figure, kt, "  ".join(cells)))
+    print("%-20s %10s  %s" % (figure, kt, "  ".join(cells)))
 PY

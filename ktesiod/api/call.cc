@@ -61,8 +61,9 @@ std::string FitStatusMessage(std::string_view message, size_t budget) {
   if (kept > 0) {
     return std::string(message.substr(0, end)) + more(lines - kept);
   }
-  // Not even the first line fits: cut it.
-  const std::string tail = " ... (" + std::string(kStatusCutNote) + ")";
+  // Not even the first line fits (with the count of the others): cut it.
+  const std::string tail =
+      lines > 1 ? " ..." + more(lines - 1) : " ... (" + std::string(kStatusCutNote) + ")";
   size_t size = std::min(message.find('\n'), message.size());
   while (size > 0 && TrailerCost(Utf8Prefix(message, size)) + TrailerCost(tail) > budget) {
     size = size > 64 ? size - size / 8 : size - 1;

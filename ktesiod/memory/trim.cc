@@ -365,6 +365,7 @@ void IdleTrimmer::Run() {
   bool trim_due = true;      // start-up is activity: the first quiet window after it trims
   const absl::Duration tick = std::min(release_, idle_);
   absl::Duration quiet;
+  bool was_open = false;  // a call was open at the last look: it ended since, at an unknown time
   for (;;) {
     if (!Sleep(tick)) {
       return;
@@ -377,6 +378,11 @@ void IdleTrimmer::Run() {
       code_mapped = true;
       trim_due = true;
       quiet = absl::ZeroDuration();
+      was_open = now.in_flight != 0;
+      continue;
+    }
+    if (was_open) {
+      was_open = false;  // quiet from this look on, not from the last one
       continue;
     }
     quiet += tick;

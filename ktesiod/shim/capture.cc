@@ -273,7 +273,7 @@ void Capture::Flush() {
 
 void Capture::ReleaseBuffers() {
   Flush();  // never drop held records
-  // Allocations this large are mmap'ed (RunShim pins M_MMAP_THRESHOLD), so freeing them really
+  // Allocations this large are mmap'ed (main.cc pins M_MMAP_THRESHOLD), so freeing them really
   // returns the pages instead of leaving them resident in the heap.
   read_buffer_.reset();
   std::string().swap(log_buffer_);

@@ -14,7 +14,7 @@ namespace ktesio::daemon::shim {
 // Call it on the main thread only, with no signal handler installed that runs on that stack (the
 // shim takes its signals through a signalfd). At least a kilobyte below the releasing call's own
 // frame is kept. The stack is found by address in /proc/self/maps, once; when /proc cannot be
-// read, only the heap is trimmed (and the code released).
+// read, only the heap is trimmed (ReleaseCode, which needs /proc/self/pagemap, releases nothing).
 enum class CodeMappings { kKeep, kRelease };
 void ReleaseIdleMemory(CodeMappings code);
 

@@ -130,7 +130,10 @@ void WriteTitle(const TitleArea& area, std::string_view exec,
     // cache), as each shim's is once set up (footprint.h). A burst of launches never waits on it.
     if (code_mapped) {
       pollfd ready{control_fd, POLLIN, 0};
-      if (poll(&ready, 1, kReleaseCodeAfterMs) == 0) {
+      int polled = 0;
+      while ((polled = poll(&ready, 1, kReleaseCodeAfterMs)) < 0 && errno == EINTR) {
+      }
+      if (polled == 0) {
         ReleaseCode();
         code_mapped = false;
       }

@@ -270,8 +270,8 @@ TEST(IdleTrimmerTest, TrimsAfterStartUpThenOnlyAfterNewActivityHasGoneQuiet) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(trimmer.trims(), 2u);
   // A call that stays open (a followed log) holds the trim off however long it lasts.
-  calls += 1;
   open = 1;
+  calls += 1;
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   EXPECT_EQ(trimmer.trims(), 2u);
   open = 0;
@@ -359,8 +359,8 @@ TEST(IdleTrimmerTest, ReleasesCodeAgainAMomentAfterCallsLongBeforeTheTrim) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(trimmer.releases(), 2u);
   // An open call (a followed log) holds the release off.
-  calls += 1;
   open = 1;
+  calls += 1;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(trimmer.releases(), 2u);
   open = 0;

@@ -60,7 +60,7 @@ TEST(StatusMessage, OneHugeLineIsCutOutsideUtf8Sequences) {
   for (int i = 0; i < 20000; ++i) {
     line += "\xc3\xa9";  // U+00E9, two bytes, each percent-encoded to three
   }
-  const std::string cut = FitStatusMessage(line + "\nsecond line");
+  const std::string cut = FitStatusMessage(line);
   ASSERT_TRUE(cut.ends_with(absl::StrCat(" ... (", std::string(kStatusCutNote), ")")))
       << cut.substr(0, 80);
   const std::string kept = cut.substr(0, cut.size() - kStatusCutNote.size() - 7);
@@ -69,6 +69,15 @@ TEST(StatusMessage, OneHugeLineIsCutOutsideUtf8Sequences) {
   EXPECT_EQ((kept.size() - 5) % 2, 0u) << "a UTF-8 sequence was split";
   const grpc::Status status = ToGrpcStatus(absl::InvalidArgumentError(line));
   EXPECT_LE(WireBytes(status), kStatusMessageBudget + 64);
+}
+
+TEST(StatusMessage, AFirstLineTooLongIsCutAndTheOthersCounted) {
+  const std::string first(20000, 'x');
+  const std::string cut = FitStatusMessage(first + "\nsecond\nthird");
+  EXPECT_TRUE(cut.starts_with("xxxx")) << cut.substr(0, 40);
+  EXPECT_NE(cut.find(" ...\n... 2 more lines not shown"), std::string::npos)
+      << cut.substr(cut.size() - 120);
+  EXPECT_LE(cut.size(), kStatusMessageBudget);
 }
 
 TEST(StatusMessage, PercentSignsCountThreeTimes) {

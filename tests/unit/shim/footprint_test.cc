@@ -149,14 +149,18 @@ TEST(ShimFootprint, ReleaseCodeUnmapsTheProgramsCode) {
   const long after = CodeRssKib();
   EXPECT_GT(released, std::size_t{64} * 1024);
   EXPECT_LT(after, before) << "before " << before << " KiB, after " << after << " KiB";
-  EXPECT_EQ(PatchTarget(2), 17) << "code that runs again maps back";
+  int (*volatile call)(int) = &PatchTarget;
+  EXPECT_EQ(call(2), 17) << "code that runs again maps back";
 }
 
 // A page a debugger patched (an anonymous copy in the code mapping) would lose its patch to
 // MADV_DONTNEED: its segment is left mapped, the patch in place.
 TEST(ShimFootprint, ReleaseCodeKeepsAPatchedSegment) {
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  auto* target = reinterpret_cast<unsigned char*>(&PatchTarget);
+  // volatile: the compiler takes a function's bytes for constants and would drop the read of the
+  // original and its restoring store; and a call through a volatile pointer is a real call.
+  int (*volatile call)(int) = &PatchTarget;
+  auto* target = reinterpret_cast<volatile unsigned char*>(&PatchTarget);
   void* page_start = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(target) & ~(page - 1));
   ASSERT_EQ(mprotect(page_start, page, PROT_READ | PROT_WRITE | PROT_EXEC), 0);
   const unsigned char original = *target;
@@ -165,7 +169,7 @@ TEST(ShimFootprint, ReleaseCodeKeepsAPatchedSegment) {
   EXPECT_EQ(*target, 0xcc) << "the patched page was thrown away";
   *target = original;
   ASSERT_EQ(mprotect(page_start, page, PROT_READ | PROT_EXEC), 0);
-  EXPECT_EQ(PatchTarget(1), 10);
+  EXPECT_EQ(call(1), 10);
 }
 
 }  // namespace
