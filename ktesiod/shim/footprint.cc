@@ -18,67 +18,6 @@
 namespace ktesio::daemon::shim {
 namespace {
 
-enum class Search { kUnreadable, kNotFound, kFound };
-
-// Calls `fn(line)` for each line of the file at `path` (NUL-terminated, without its newline)
-// until it returns true. Read through a buffer on the stack (not the heap, whose pages this file
-// is about); a line longer than the buffer is seen as its first 4 KiB only.
-template <typename Fn>
-Search FindLine(const char* path, Fn fn) {
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return Search::kUnreadable;
-  }
-  std::array<char, 4096> text;
-  size_t used = 0;
-  bool in_tail = false;  // reading the rest of a line longer than the buffer
-  bool found = false;
-  while (!found) {
-    const ssize_t n = read(fd, text.data() + used, text.size() - 1 - used);
-    if (n <= 0) {
-      break;
-    }
-    used += static_cast<size_t>(n);
-    text[used] = '\0';
-    char* line = text.data();
-    while (char* end_of_line = std::strchr(line, '\n')) {
-      *end_of_line = '\0';
-      found = !in_tail && fn(line);
-      if (found) {
-        break;
-      }
-      in_tail = false;
-      line = end_of_line + 1;
-    }
-    used = static_cast<size_t>(text.data() + used - line);
-    std::memmove(text.data(), line, used);
-    if (!found && used == text.size() - 1) {
-      found = !in_tail && fn(text.data());
-      in_tail = true;
-      used = 0;
-    }
-  }
-  close(fd);
-  return found ? Search::kFound : Search::kNotFound;
-}
-
-// The "low-high" range at the start of a /proc/self/maps or smaps mapping line.
-bool MappingRange(const char* line, uintptr_t* low, uintptr_t* high) {
-  char* end = nullptr;
-  const unsigned long long from = std::strtoull(line, &end, 16);
-  if (end == line || *end != '-') {
-    return false;
-  }
-  char* after = nullptr;
-  const unsigned long long to = std::strtoull(end + 1, &after, 16);
-  if (after == end + 1 || *after != ' ') {
-    return false;
-  }
-  *low = static_cast<uintptr_t>(from);
-  *high = static_cast<uintptr_t>(to);
-  return true;
-}
-
 // The lowest address of the mapping that holds `frame` (the main thread's stack), or 0 when
 // /proc/self/maps cannot be read. Found by address, not by the "[stack]" name a mapped file could
 // also end with. The stack only grows downwards, so a start found once stays below every later
@@ -92,13 +31,61 @@ uintptr_t StackMappingStart(uintptr_t frame) {
   if (failed) {
     return 0;
   }
+  failed = true;
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return 0;
+  }
+  // Line by line through a buffer on the stack (not the heap, whose pages this is about): the
+  // shim maps little, a sanitizer build a great deal more. Only the "low-high" range at the start
+  // of a line is read, so the tail of a line longer than the buffer (a long path) is skipped.
+  const auto holds_frame = [frame](const char* line, uintptr_t* low_out) {
+    char* end = nullptr;
+    const unsigned long long low = std::strtoull(line, &end, 16);
+    if (end == line || *end != '-') {
+      return false;
+    }
+    char* after = nullptr;
+    const unsigned long long high = std::strtoull(end + 1, &after, 16);
+    *low_out = static_cast<uintptr_t>(low);
+    return after != end + 1 && low <= frame && frame < high;
+  };
+  char text[4096];
+  size_t used = 0;
+  bool in_tail = false;  // reading the rest of a line longer than the buffer
   uintptr_t low = 0;
-  const bool found = FindLine("/proc/self/maps", [frame, &low](const char* line) {
-                       uintptr_t high = 0;
-                       return MappingRange(line, &low, &high) && low <= frame && frame < high;
-                     }) == Search::kFound;
-  failed = !found;
-  start = found ? low : 0;
+  bool found = false;
+  while (!found) {
+    const ssize_t n = read(fd, text + used, sizeof(text) - 1 - used);
+    if (n <= 0) {
+      break;
+    }
+    used += static_cast<size_t>(n);
+    text[used] = '\0';
+    char* line = text;
+    while (char* end_of_line = std::strchr(line, '\n')) {
+      *end_of_line = '\0';
+      found = !in_tail && holds_frame(line, &low);
+      if (found) {
+        break;
+      }
+      in_tail = false;
+      line = end_of_line + 1;
+    }
+    used = static_cast<size_t>(text + used - line);
+    std::memmove(text, line, used);
+    if (!found && used == sizeof(text) - 1) {
+      found = !in_tail && holds_frame(text, &low);
+      in_tail = true;
+      used = 0;
+    }
+  }
+  close(fd);
+  if (!found) {
+    return 0;
+  }
+  start = low;
+  failed = false;
   return start;
 }
 

@@ -246,36 +246,46 @@ bool Eventually(F done) {
 
 bool TrimSupported() { return !absl::IsUnimplemented(TrimWorkingSet().status()); }
 
+// The trim and the code release follow one pattern: once after start-up, never again without
+// calls, once after calls have gone quiet, held off while a call stays open (a followed log).
+// `count` reads trims() or releases().
+void ExpectOnceAfterEachQuiet(std::atomic<uint64_t>& calls, std::atomic<uint64_t>& open,
+                              const std::function<uint64_t()>& count) {
+  ASSERT_TRUE(Eventually([&] { return count() == 1; }));
+  // Quiet with no new activity: no second one.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(count(), 1u);
+  // Activity, then quiet: one more.
+  calls += 3;
+  ASSERT_TRUE(Eventually([&] { return count() == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(count(), 2u);
+  // A call that stays open holds it off however long it lasts.
+  open = 1;
+  calls += 1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(count(), 2u);
+  open = 0;
+  ASSERT_TRUE(Eventually([&] { return count() == 3; }));
+}
+
+std::shared_ptr<spdlog::logger> NullLog() {
+  return std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
+}
+
 TEST(IdleTrimmerTest, TrimsAfterStartUpThenOnlyAfterNewActivityHasGoneQuiet) {
   if (!TrimSupported()) {
     GTEST_SKIP() << TrimWorkingSet().status();
   }
   std::atomic<uint64_t> calls{0};
   std::atomic<uint64_t> open{0};
-  auto log =
-      std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
   IdleTrimmer trimmer(
       absl::Milliseconds(50),
       [&] {
         return Activity{calls.load(), open.load()};
       },
-      [] { return true; }, absl::ZeroDuration(), log);
-  ASSERT_TRUE(Eventually([&] { return trimmer.trims() == 1; }));
-  // Quiet with no new activity: no second trim.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(trimmer.trims(), 1u);
-  // Activity, then quiet: one more.
-  calls += 3;
-  ASSERT_TRUE(Eventually([&] { return trimmer.trims() == 2; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(trimmer.trims(), 2u);
-  // A call that stays open (a followed log) holds the trim off however long it lasts.
-  open = 1;
-  calls += 1;
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  EXPECT_EQ(trimmer.trims(), 2u);
-  open = 0;
-  ASSERT_TRUE(Eventually([&] { return trimmer.trims() == 3; }));
+      [] { return true; }, absl::ZeroDuration(), NullLog());
+  ExpectOnceAfterEachQuiet(calls, open, [&] { return trimmer.trims(); });
 }
 
 TEST(IdleTrimmerTest, KeepsWaitingWhileActivityContinues) {
@@ -340,31 +350,14 @@ TEST(IdleTrimmerTest, ReleasesCodeAgainAMomentAfterCallsLongBeforeTheTrim) {
   }
   std::atomic<uint64_t> calls{0};
   std::atomic<uint64_t> open{0};
-  auto log =
-      std::make_shared<spdlog::logger>("trim", std::make_shared<spdlog::sinks::null_sink_mt>());
   // A trim window no test waits out, the release after 50 ms of quiet.
   IdleTrimmer trimmer(
       absl::Seconds(600),
       [&] {
         return Activity{calls.load(), open.load()};
       },
-      [] { return true; }, absl::ZeroDuration(), log, absl::Milliseconds(50));
-  ASSERT_TRUE(Eventually([&] { return trimmer.releases() == 1; }));  // after boot
-  // No calls: nothing more to release.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(trimmer.releases(), 1u);
-  // Calls, then quiet: released again, once.
-  calls += 2;
-  ASSERT_TRUE(Eventually([&] { return trimmer.releases() == 2; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(trimmer.releases(), 2u);
-  // An open call (a followed log) holds the release off.
-  open = 1;
-  calls += 1;
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(trimmer.releases(), 2u);
-  open = 0;
-  ASSERT_TRUE(Eventually([&] { return trimmer.releases() == 3; }));
+      [] { return true; }, absl::ZeroDuration(), NullLog(), absl::Milliseconds(50));
+  ExpectOnceAfterEachQuiet(calls, open, [&] { return trimmer.releases(); });
   EXPECT_EQ(trimmer.trims(), 0u);
 }
 
