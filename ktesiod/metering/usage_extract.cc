@@ -1,7 +1,6 @@
 #include "metering/usage_extract.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -25,9 +24,12 @@ bool EndsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
+// ASCII only (header values), inline: the C library's tolower, a call per character, showed in
+// profiles of the proxy thread.
 bool ContainsIgnoreCase(std::string_view text, std::string_view needle) {
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
   auto it = std::search(text.begin(), text.end(), needle.begin(), needle.end(),
-                        [](char a, char b) { return std::tolower(a) == std::tolower(b); });
+                        [&](char a, char b) { return lower(a) == lower(b); });
   return it != text.end();
 }
 

@@ -157,7 +157,14 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
     }
     co_return reused ? Exchange::kRetry : Exchange::kBadGateway;
   }
-  co_await http::async_read_header(upstream_stream, up.buffer, parser, Await(ec));
+  if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+    parser.eager(false);
+    co_await proxy_internal::ReadParse(
+        upstream_stream.socket(), up.buffer, parser,
+        [](const auto& p) { return p.is_header_done(); }, ec);
+  } else {
+    co_await http::async_read_header(upstream_stream, up.buffer, parser, Await(ec));
+  }
   if (ec) {
     log->warn("metering proxy: reading the upstream response head failed ({})", ec.message());
     const bool retry = reused && up.buffer.size() == 0;
@@ -250,10 +257,22 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       }
       break;
     }
-    // Wait for the provider's next piece (parsed into `buffer`; the next turn drains the rest).
+    // Wait for the provider's next piece: a plain socket's is read as is (the next turn parses
+    // it), a TLS stream's is parsed into `buffer` (the next turn drains the rest).
+    conn.watchdog.SetUpstream(options.idle_timeout);
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      if (auto room = proxy_internal::ReadRoom(up.buffer, ec)) {
+        const size_t n = co_await upstream_stream.socket().async_read_some(*room, Await(ec));
+        proxy_internal::AfterRead(up.buffer, n, parser, ec);
+      }
+      arrived = std::chrono::steady_clock::now();
+      if (ec) {
+        break;
+      }
+      continue;
+    }
     response.body().data = buffer.data();
     response.body().size = buffer.size();
-    conn.watchdog.SetUpstream(options.idle_timeout);
     co_await http::async_read_some(upstream_stream, up.buffer, parser, Await(ec));
     arrived = std::chrono::steady_clock::now();
     if (ec == http::error::need_buffer) {
@@ -297,7 +316,10 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
   // A head must arrive within header_timeout: a client that opens and idles, or trickles its
   // head, gives its descriptor back soon (the body may then take idle_timeout per silence).
   conn.watchdog.SetClient(options.header_timeout);
-  co_await http::async_read_header(conn.client, buffer, parser, Await(ec));
+  tcp::socket& socket = conn.client.socket();
+  parser.eager(false);
+  co_await proxy_internal::ReadParse(
+      socket, buffer, parser, [](const auto& p) { return p.is_header_done(); }, ec);
   conn.watchdog.SetClient(options.idle_timeout);
   if (ec == http::error::body_limit) {  // a declared Content-Length over the cap
     const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
@@ -321,23 +343,10 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
     co_await asio::async_write(conn.client, asio::buffer("HTTP/1.1 100 Continue\r\n\r\n", 25),
                                Await(ec));
   }
-  // The body: parsed in place when the head's read already brought it (most requests arrive in
-  // one read), else read. Parsing in place spares a trip through the event loop.
+  // The body: parsed from what the head's read brought (most requests arrive whole), then read.
   parser.eager(true);
-  while (!parser.is_done() && buffer.size() > 0) {
-    const size_t used = parser.put(buffer.data(), ec);
-    buffer.consume(used);
-    if (ec == http::error::need_more) {
-      ec = {};
-      break;
-    }
-    if (ec || used == 0) {
-      break;
-    }
-  }
-  if (!ec && !parser.is_done()) {
-    co_await http::async_read(conn.client, buffer, parser, Await(ec));
-  }
+  co_await proxy_internal::ReadParse(
+      socket, buffer, parser, [](const auto& p) { return p.is_done(); }, ec);
   if (ec == http::error::body_limit) {
     const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
     co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));

@@ -139,6 +139,29 @@ TEST_F(ProxyTest, NonStreamingCallsOfEveryFormatAreMeteredAsReported) {
   }
 }
 
+// A response body without a length that ends when the provider closes its connection reaches
+// the agent whole, and its usage counts (the end of the stream completes the message).
+TEST_F(ProxyTest, ABodyEndedByTheProvidersCloseIsRelayedWholeAndMetered) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url() + "/v1");
+  for (int i = 0; i < 2; ++i) {  // the second call needs a new provider connection
+    HttpResponse r = HttpRequest(port, "POST", "/chat/completions", R"({"model":"until-close"})");
+    ASSERT_EQ(r.status, 200) << r.error;
+    EXPECT_EQ(r.error, "");
+    EXPECT_NE(r.body.find(R"("completion_tokens")"), std::string::npos) << r.body;
+    EXPECT_EQ(r.body.back(), '}') << r.body;
+  }
+  std::vector<CallRecord> records = Records(2);
+  std::vector<FakeProvider::Call> calls = provider_.Calls();
+  ASSERT_EQ(records.size(), 2u);
+  ASSERT_EQ(calls.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(records[i].known);
+    EXPECT_EQ(records[i].usage.input, calls[i].input);
+    EXPECT_EQ(records[i].usage.output, calls[i].output);
+  }
+}
+
 // The calls that finish within one report window reach the engine in one hand-over.
 TEST_F(ProxyTest, CallsFinishingWithinOneReportWindowAreHandedOverTogether) {
   ProxyOptions options;
