@@ -90,6 +90,20 @@ class ProxyTest : public ::testing::Test {
     return records_;
   }
 
+  // Exactly `calls` calls were recorded for "agent", each with the usage the provider reported.
+  void ExpectKnownUsageAsTheProviderReported(size_t calls) {
+    std::vector<CallRecord> records = Records(calls);
+    std::vector<FakeProvider::Call> reported = provider_.Calls();
+    ASSERT_EQ(records.size(), calls);
+    ASSERT_EQ(reported.size(), calls);
+    for (size_t i = 0; i < calls; ++i) {
+      EXPECT_TRUE(records[i].known);
+      EXPECT_EQ(records[i].usage.input, reported[i].input) << reported[i].path;
+      EXPECT_EQ(records[i].usage.output, reported[i].output) << reported[i].path;
+      EXPECT_EQ(records[i].instance, "agent");
+    }
+  }
+
   TempDir dir_;
   FakeProvider provider_{dir_.path()};
   std::mutex mu_;
@@ -127,16 +141,7 @@ TEST_F(ProxyTest, NonStreamingCallsOfEveryFormatAreMeteredAsReported) {
                                  {"Content-Type: application/json"});
     EXPECT_EQ(r.status, 200) << path << r.error;
   }
-  std::vector<CallRecord> records = Records(3);
-  std::vector<FakeProvider::Call> calls = provider_.Calls();
-  ASSERT_EQ(records.size(), 3u);
-  ASSERT_EQ(calls.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
-    EXPECT_TRUE(records[i].known);
-    EXPECT_EQ(records[i].usage.input, calls[i].input) << calls[i].path;
-    EXPECT_EQ(records[i].usage.output, calls[i].output) << calls[i].path;
-    EXPECT_EQ(records[i].instance, "agent");
-  }
+  ExpectKnownUsageAsTheProviderReported(3);
 }
 
 // A response body without a length that ends when the provider closes its connection reaches
@@ -151,15 +156,7 @@ TEST_F(ProxyTest, ABodyEndedByTheProvidersCloseIsRelayedWholeAndMetered) {
     EXPECT_NE(r.body.find(R"("completion_tokens")"), std::string::npos) << r.body;
     EXPECT_EQ(r.body.back(), '}') << r.body;
   }
-  std::vector<CallRecord> records = Records(2);
-  std::vector<FakeProvider::Call> calls = provider_.Calls();
-  ASSERT_EQ(records.size(), 2u);
-  ASSERT_EQ(calls.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) {
-    EXPECT_TRUE(records[i].known);
-    EXPECT_EQ(records[i].usage.input, calls[i].input);
-    EXPECT_EQ(records[i].usage.output, calls[i].output);
-  }
+  ExpectKnownUsageAsTheProviderReported(2);
 }
 
 // The calls that finish within one report window reach the engine in one hand-over.
