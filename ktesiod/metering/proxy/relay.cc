@@ -314,7 +314,7 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
   parser.header_limit(kHeaderLimit);
   parser.body_limit(options.max_request_bytes);
   // A head must arrive within header_timeout: a client that opens and idles, or trickles its
-  // head, gives its descriptor back soon (the body may then take idle_timeout per silence).
+  // head, gives its descriptor back soon (the whole body then has idle_timeout to arrive).
   conn.watchdog.SetClient(options.header_timeout);
   tcp::socket& socket = conn.client.socket();
   parser.eager(false);
