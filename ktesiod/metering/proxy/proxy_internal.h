@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -130,20 +131,6 @@ asio::awaitable<void> ReadParse(tcp::socket& socket, beast::flat_buffer& buffer,
       co_return;
     }
   }
-}
-
-// Appends `n` in lower-case hexadecimal (a chunk's size line) to `out`; returns the length.
-inline size_t FormatHex(size_t n, char* out) {
-  char digits[2 * sizeof(size_t)];
-  size_t count = 0;
-  do {
-    digits[count++] = "0123456789abcdef"[n & 0xf];
-    n >>= 4;
-  } while (n != 0);
-  for (size_t i = 0; i < count; ++i) {
-    out[i] = digits[count - 1 - i];
-  }
-  return count;
 }
 
 // Writes to a plain socket as much of `pieces` as it takes at once, and returns how much (0, with
@@ -300,10 +287,10 @@ class ClientWriter {
     }
     if (!data.empty()) {
       if (chunked_) {
-        size_t n = FormatHex(data.size(), size_line_);
-        size_line_[n++] = '\r';
-        size_line_[n++] = '\n';
-        pieces.push_back(asio::buffer(size_line_, n));
+        char* end = std::to_chars(size_line_, size_line_ + 16, data.size(), 16).ptr;
+        *end++ = '\r';
+        *end++ = '\n';
+        pieces.push_back(asio::buffer(size_line_, static_cast<size_t>(end - size_line_)));
       }
       pieces.push_back(asio::buffer(data.data(), data.size()));
       if (chunked_) {
