@@ -5,9 +5,10 @@
 //       usage, or (with "stream":true) 20 SSE chunks, a usage chunk and [DONE], chunked; model
 //       "slow-first" waits 20 ms after the first chunk (so time-to-first-token is measurable
 //       apart from the whole response). One Asio thread, keep-alive.
-//   ktesio_proxy_bench latency BASE_URL N
+//   ktesio_proxy_bench latency BASE_URL N [PROMPT_BYTES]
 //       N sequential keep-alive calls each of: small JSON call (full round trip) and streamed
-//       call (time to the first SSE chunk); prints p50/p99 in microseconds.
+//       call (time to the first SSE chunk); prints p50/p99 in microseconds. With PROMPT_BYTES,
+//       both calls carry a conversation of about that size (an agent's history), as agents send.
 //   ktesio_proxy_bench throughput BASE_URL CONNECTIONS SECONDS
 //       CONNECTIONS keep-alive clients each streaming calls back to back; prints calls/s.
 
@@ -221,13 +222,35 @@ double Percentile(std::vector<double> samples, double p) {
   return samples[std::min(samples.size() - 1, static_cast<size_t>(p * samples.size()))];
 }
 
-int Latency(const std::string& base, int n) {
+// A conversation of about `bytes` bytes as an agent sends it: messages of prose with the escapes
+// JSON text carries (newlines, quotes, a \u escape), "" for none.
+std::string Conversation(size_t bytes) {
+  std::string messages;
+  const std::string line =
+      R"(The function \"Relay\" copies what the provider sent.\nIt returns when the body ends \u2014 or fails. )";
+  while (messages.size() < bytes) {
+    std::string content;
+    while (content.size() < 2000) content += line;
+    messages += std::string(messages.empty() ? "" : ",") + R"({"role":")" +
+                (messages.size() % 2 == 0 ? "user" : "assistant") + R"(","content":")" + content +
+                R"("})";
+  }
+  return messages;
+}
+
+int Latency(const std::string& base, int n, size_t prompt_bytes) {
   const Url url = ParseUrl(base);
   Client client(url.host, url.port, url.prefix);
+  const std::string history = Conversation(prompt_bytes);
+  const std::string json_body =
+      R"({"model":"m","messages":[)" +
+      (history.empty() ? std::string(R"({"role":"user","content":"hi"})") : history) + "]}";
+  const std::string stream_body =
+      R"({"model":"slow-first","stream":true,"messages":[)" + history + "]}";
   std::vector<double> json, ttft, stream_total;
   for (int i = 0; i < n + n / 10; ++i) {  // the first 10% warm up
-    const auto small = client.Call(R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
-    const auto streamed = client.Call(R"({"model":"slow-first","stream":true,"messages":[]})");
+    const auto small = client.Call(json_body);
+    const auto streamed = client.Call(stream_body);
     if (i >= n / 10) {
       json.push_back(small.second);
       ttft.push_back(streamed.first);
@@ -267,12 +290,14 @@ int Throughput(const std::string& base, int connections, int seconds) {
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 2 && args[0] == "upstream") return Upstream(args[1]);
-  if (args.size() == 3 && args[0] == "latency") return Latency(args[1], std::stoi(args[2]));
+  if ((args.size() == 3 || args.size() == 4) && args[0] == "latency") {
+    return Latency(args[1], std::stoi(args[2]), args.size() == 4 ? std::stoul(args[3]) : 0);
+  }
   if (args.size() == 4 && args[0] == "throughput") {
     return Throughput(args[1], std::stoi(args[2]), std::stoi(args[3]));
   }
   std::fprintf(stderr,
-               "usage: ktesio_proxy_bench upstream PORT_FILE | latency URL N | "
+               "usage: ktesio_proxy_bench upstream PORT_FILE | latency URL N [PROMPT_BYTES] | "
                "throughput URL CONNECTIONS SECONDS\n");
   return 2;
 }

@@ -105,7 +105,10 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
   if (plan.shape == ApiShape::kOther || body.find("\"stream\"") == std::string_view::npos) {
     return plan;  // nothing to rewrite: no need to parse the body
   }
-  std::optional<json::Value> root = json::Parse(body);
+  // The body is validated whole, but only its top level is built: most of a model call's body is
+  // conversation history, which a full parse would copy string by string before the first byte
+  // goes upstream (time to first token).
+  std::optional<json::Value> root = json::ParseShallow(body);
   if (!root.has_value() || root->kind != json::Kind::kObject) {
     return plan;  // relayed untouched; the provider judges it
   }
@@ -121,16 +124,23 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
   } else if (options->kind == json::Kind::kNull) {
     plan.body = Splice(body, options->begin, options->end, R"({"include_usage":true})");
   } else if (options->kind == json::Kind::kObject) {
-    const json::Value* include = options->Find("include_usage");
+    // Validated above: its own parse cannot fail. Its spans count from options->begin.
+    const std::optional<json::Value> inside =
+        json::Parse(body.substr(options->begin, options->end - options->begin));
+    if (!inside.has_value()) {
+      return plan;
+    }
+    const json::Value* include = inside->Find("include_usage");
     if (include != nullptr && include->kind == json::Kind::kBool && include->boolean) {
       return plan;  // the client asked: nothing to inject, nothing to strip
     }
     if (include != nullptr) {
-      plan.body = Splice(body, include->begin, include->end, "true");
+      plan.body =
+          Splice(body, options->begin + include->begin, options->begin + include->end, "true");
     } else {
       plan.body =
           Splice(body, options->begin + 1, options->begin + 1,
-                 options->members.empty() ? R"("include_usage":true)" : R"("include_usage":true,)");
+                 inside->members.empty() ? R"("include_usage":true)" : R"("include_usage":true,)");
     }
   } else {
     return plan;  // a malformed stream_options: the provider will say so

@@ -1,7 +1,8 @@
 // Fuzzes the metering proxy's parsers: the JSON reader, request planning (include_usage
 // injection must always yield valid JSON) and the response meter over SSE and JSON bodies fed
-// in arbitrary splits. Invariants: no crash; without stripping, the forwarded bytes equal the
-// input exactly; with stripping, the output is never longer than the input.
+// in arbitrary splits. Invariants: no crash; the shallow parse agrees with the full one; without
+// stripping, the forwarded bytes equal the input exactly; with stripping, the output is never
+// longer than the input.
 
 #include <cstddef>
 #include <cstdint>
@@ -23,8 +24,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const std::string_view control = AsText(data, 2);
   const std::string_view input = AsText(data + 2, size - 2);
-  if (std::optional<json::Value> value = json::Parse(input)) {
+  const std::optional<json::Value> value = json::Parse(input);
+  if (value.has_value()) {
     Check(value->begin <= value->end && value->end <= input.size());
+  }
+  // The shallow parse (request planning) accepts exactly what the full one does, with the same
+  // top-level spans.
+  const std::optional<json::Value> shallow = json::ParseShallow(input);
+  Check(shallow.has_value() == value.has_value());
+  if (shallow.has_value()) {
+    Check(shallow->kind == value->kind && shallow->end == value->end);
+    Check(shallow->members.size() == value->members.size() &&
+          shallow->items.size() == value->items.size());
+    for (size_t i = 0; i < shallow->members.size(); ++i) {
+      Check(shallow->members[i].key == value->members[i].key &&
+            shallow->members[i].value.end == value->members[i].value.end);
+    }
   }
   const RequestPlan plan = PlanRequest("POST", "/v1/chat/completions", input);
   if (plan.body.has_value()) {

@@ -3,8 +3,11 @@
 
 #include "metering/usage_extract.h"
 
+#include <cstdio>
 #include <optional>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "ktesio/contract/json.h"
@@ -42,6 +45,124 @@ TEST(JsonTest, ParsesAndRejects) {
   EXPECT_FALSE(json::Parse("18446744073709551616")->AsUint().has_value());
   EXPECT_FALSE(json::Parse("-1")->AsUint().has_value());
   EXPECT_FALSE(json::Parse("1.5")->AsUint().has_value());
+}
+
+// A JSON string literal for `decoded`: quotes, backslashes and control characters escaped, the
+// control characters half as \u escapes and half as short ones where JSON has them.
+std::string Quote(std::string_view decoded) {
+  std::string out = "\"";
+  for (const char c : decoded) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(c));
+      out += escape;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+TEST(JsonTest, StringsDecodeExactlyWhereverTheirEscapesFall) {
+  // Runs of plain bytes are copied sixteen at a time: escapes, quotes and control bytes at every
+  // offset around those steps must decode (or be refused) as one byte at a time would.
+  std::mt19937 random(7);
+  const std::string alphabet = std::string("ab\"\\\n\t\x01\x1f \x7f", 11) + "\xc3\xa9";
+  for (int round = 0; round < 3000; ++round) {
+    std::string decoded;
+    const size_t length = random() % 48;
+    for (size_t i = 0; i < length; ++i) {
+      decoded += random() % 4 == 0 ? alphabet[random() % alphabet.size()] : 'x';
+    }
+    const std::string literal = Quote(decoded);
+    std::optional<json::Value> value = json::Parse(literal);
+    ASSERT_TRUE(value.has_value()) << literal;
+    EXPECT_EQ(value->text, decoded) << literal;
+    EXPECT_EQ(value->end, literal.size());
+    // A raw control byte anywhere inside the literal is refused, at any offset.
+    std::string raw = literal;
+    raw.insert(1 + random() % (raw.size() - 1), 1, static_cast<char>(random() % 0x20));
+    EXPECT_FALSE(json::Parse(raw).has_value()) << raw;
+    EXPECT_FALSE(json::ParseShallow(raw).has_value()) << raw;
+  }
+  std::string error_out;
+  size_t pos = 0;
+  EXPECT_EQ(json::DecodeString("\"0123456789abcdef0123\x02\"", pos, error_out),
+            "control character in string");
+  pos = 0;
+  EXPECT_EQ(json::DecodeString("\"0123456789abcdef0123", pos, error_out), "unterminated string");
+}
+
+TEST(JsonTest, ShallowParsingAcceptsWhatParsingAcceptsAndBuildsOnlyTheTop) {
+  const std::string doc =
+      R"( {"model":"m","stream":true,"n":-1.5e3,"messages":[{"role":"user","content":"a\"b"}],)"
+      R"("stream_options":{"include_usage":false},"tags":[],"o":{},"x":null,"s":"\u00e9"} )";
+  std::optional<json::Value> full = json::Parse(doc);
+  std::optional<json::Value> shallow = json::ParseShallow(doc);
+  ASSERT_TRUE(full.has_value());
+  ASSERT_TRUE(shallow.has_value());
+  ASSERT_EQ(shallow->members.size(), full->members.size());
+  for (size_t i = 0; i < full->members.size(); ++i) {
+    const json::Member& a = full->members[i];
+    const json::Member& b = shallow->members[i];
+    EXPECT_EQ(b.key, a.key);
+    EXPECT_EQ(b.value.kind, a.value.kind) << a.key;
+    EXPECT_EQ(b.value.begin, a.value.begin) << a.key;
+    EXPECT_EQ(b.value.end, a.value.end) << a.key;
+    EXPECT_EQ(b.value.boolean, a.value.boolean) << a.key;
+    if (a.value.kind == json::Kind::kString || a.value.kind == json::Kind::kNumber) {
+      EXPECT_EQ(b.value.text, a.value.text) << a.key;
+    }
+    EXPECT_TRUE(b.value.members.empty() && b.value.items.empty()) << a.key << " was built";
+  }
+  EXPECT_EQ(full->Find("messages")->items.size(), 1u);
+  EXPECT_EQ(shallow->Find("s")->text, "\xc3\xa9");
+
+  // The same verdict as Parse on every text: the known bad ones, the depth limit, and every
+  // one-byte corruption of the document above.
+  std::vector<std::string> texts = {"",
+                                    "{",
+                                    "{\"a\":}",
+                                    "[1,]",
+                                    "01",
+                                    "1.",
+                                    "\"\\x\"",
+                                    "{\"a\" 1}",
+                                    "\"\\ud800\"",
+                                    "tru",
+                                    "1 2",
+                                    "\"a\nb\"",
+                                    "{\"a\":[1,{\"b\":[}]}",
+                                    "[[[[]]]]",
+                                    "{\"a\":{\"b\":\"\\q\"}}"};
+  // The depth limit (64 below the root), reached in the built top and in skipped members alike.
+  const auto nested = [](int levels) {
+    return std::string(static_cast<size_t>(levels), '[') +
+           std::string(static_cast<size_t>(levels), ']');
+  };
+  EXPECT_TRUE(json::Parse(nested(65)).has_value());
+  EXPECT_FALSE(json::Parse(nested(66)).has_value());
+  for (const int levels : {64, 65, 66}) {
+    texts.push_back(nested(levels));
+    texts.push_back("{\"a\":" + nested(levels - 1) + "}");
+    texts.push_back("{\"a\":" + nested(levels) + "}");
+  }
+  const std::string replacements = "{}[]\",:0 \\tn-e\x01";
+  for (size_t at = 0; at < doc.size(); ++at) {
+    for (const char c : replacements) {
+      std::string corrupt = doc;
+      corrupt[at] = c;
+      texts.push_back(corrupt);
+    }
+  }
+  for (const std::string& text : texts) {
+    EXPECT_EQ(json::ParseShallow(text).has_value(), json::Parse(text).has_value()) << text;
+  }
 }
 
 TEST(ShapeTest, ByPath) {

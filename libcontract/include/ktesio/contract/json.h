@@ -8,6 +8,9 @@
 //
 // Limits: nesting depth 64 (deeper input is rejected, never a stack overflow); numbers are kept
 // as their source text. Pure; thread-compatible.
+//
+// Speed: strings are copied a run at a time (sixteen bytes per step find the run's end on
+// x86-64), not a character at a time; ParseShallow validates nested values without building them.
 
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +52,13 @@ struct Member {
 
 // Parses exactly one JSON value (surrounding whitespace allowed). nullopt on any error.
 std::optional<Value> Parse(std::string_view text);
+
+// Parses and validates like Parse (it accepts and rejects exactly the same texts) but builds only
+// the root: an object's members (an array's items) have their key, kind, span and scalar value,
+// and a container among them is left empty — validated and spanned, not built. For a large
+// document of which a few top-level fields matter (a model call's request body, most of it
+// conversation): Parse a member's span when its inside is needed.
+std::optional<Value> ParseShallow(std::string_view text);
 
 // Decodes the JSON string literal whose opening quote is text[pos] into `out`, leaving `pos`
 // after the closing quote. Returns "" when it is well formed, else what is wrong with it:
