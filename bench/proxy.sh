@@ -4,12 +4,16 @@
 # behind nginx as a plain reverse proxy (streaming, unbuffered, upstream keep-alive) when nginx
 # is installed (KTESIO_BENCH_PEERS=1 installs nginx-light from Debian).
 #
-#   bench/proxy.sh                 N_LAT=2000 CONNS=32 SECONDS_TP=10 by default
+# Latency is measured twice: with tiny bodies, and with each call carrying a conversation of
+# PROMPT_BYTES (an agent's history, as agents send it; 64 KiB by default).
+#
+#   bench/proxy.sh                 N_LAT=1000 CONNS=32 SECONDS_TP=10 PROMPT_BYTES=65536 by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N_LAT=${N_LAT:-1000}
 CONNS=${CONNS:-32}
 SECONDS_TP=${SECONDS_TP:-10}
+PROMPT_BYTES=${PROMPT_BYTES:-65536}
 
 source bench/lib.sh
 kt_build ktesiod ktctl ktesio-shim ktesio-probe ktesio_proxy_bench
@@ -73,6 +77,11 @@ echo "== metering proxy: latency ($N_LAT sequential keep-alive calls of each kin
 for t in "${targets[@]}"; do
   set -- $t
   "$PB" latency "$2" "$N_LAT" | sed "s/^/${1}_/"
+done
+echo "== metering proxy: latency with a ${PROMPT_BYTES}-byte conversation in every call =="
+for t in "${targets[@]}"; do
+  set -- $t
+  "$PB" latency "$2" "$((N_LAT / 2))" "$PROMPT_BYTES" | sed "s/^/${1}_conversation_/"
 done
 echo "== metering proxy: throughput ($CONNS connections streaming for ${SECONDS_TP}s) =="
 for t in "${targets[@]}"; do

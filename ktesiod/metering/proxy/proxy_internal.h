@@ -105,10 +105,20 @@ void AfterRead(beast::flat_buffer& buffer, size_t n, http::basic_parser<kRequest
 
 // Parses what `buffer` holds and reads more until `done(parser)` holds, an error, or the end of
 // the stream (after which `parser` is done or `ec` is set).
+//
+// The first read is tried at once, without an asynchronous operation: on a busy machine the peer
+// has usually answered by the time the proxy reads (the loopback write handed it the CPU), and a
+// read that completes inside an asynchronous operation is posted as a completion — before running
+// it, Asio's scheduler polls the reactor once more (an epoll_wait that finds nothing), one
+// system call per message on the way to the first token. Only the first: a peer that keeps
+// sending must not keep the thread from the other connections. When the socket is empty the
+// asynchronous read follows (its own first attempt also finds nothing, a cheap extra call while
+// the proxy has nothing to do).
 template <bool kRequest, class Done>
 asio::awaitable<void> ReadParse(tcp::socket& socket, beast::flat_buffer& buffer,
                                 http::basic_parser<kRequest>& parser, Done done, error_code& ec) {
   ec = {};
+  bool first_read = true;
   while (!done(parser)) {
     if (buffer.size() > 0) {
       const size_t used = parser.put(buffer.data(), ec);
@@ -125,7 +135,14 @@ asio::awaitable<void> ReadParse(tcp::socket& socket, beast::flat_buffer& buffer,
     if (!room) {
       co_return;
     }
-    const size_t n = co_await socket.async_read_some(*room, Await(ec));
+    size_t n = 0;
+    if (first_read) {
+      first_read = false;
+      n = socket.read_some(*room, ec);  // non-blocking socket: would_block when empty
+    }
+    if (n == 0 && (!ec || WouldBlock(ec))) {
+      n = co_await socket.async_read_some(*room, Await(ec));
+    }
     AfterRead(buffer, n, parser, ec);
     if (ec) {
       co_return;
