@@ -185,6 +185,17 @@ class Parser {
     }
   }
 
+  // The ':' after a member's key, with the whitespace around it; false when it is missing.
+  bool Colon() {
+    SkipSpace();
+    if (pos_ >= text_.size() || text_[pos_] != ':') {
+      return false;
+    }
+    ++pos_;
+    SkipSpace();
+    return true;
+  }
+
   bool Literal(std::string_view word) {
     if (text_.substr(pos_, word.size()) != word) {
       return false;
@@ -254,15 +265,9 @@ class Parser {
     while (true) {
       SkipSpace();
       std::string key;
-      if (pos_ >= text_.size() || text_[pos_] != '"' || !ParseString(key)) {
+      if (pos_ >= text_.size() || text_[pos_] != '"' || !ParseString(key) || !Colon()) {
         return false;
       }
-      SkipSpace();
-      if (pos_ >= text_.size() || text_[pos_] != ':') {
-        return false;
-      }
-      ++pos_;
-      SkipSpace();
       Value member;
       if (!ParseValue(member, depth + 1)) {
         return false;
@@ -344,16 +349,9 @@ class Parser {
     }
     while (true) {
       SkipSpace();
-      if (object) {
-        if (pos_ >= text_.size() || text_[pos_] != '"' || !SkipString(text_, pos_)) {
-          return false;
-        }
-        SkipSpace();
-        if (pos_ >= text_.size() || text_[pos_] != ':') {
-          return false;
-        }
-        ++pos_;
-        SkipSpace();
+      if (object &&
+          (pos_ >= text_.size() || text_[pos_] != '"' || !SkipString(text_, pos_) || !Colon())) {
+        return false;
       }
       if (!SkipValue(depth + 1)) {
         return false;
