@@ -124,9 +124,10 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
   } else if (options->kind == json::Kind::kNull) {
     plan.body = Splice(body, options->begin, options->end, R"({"include_usage":true})");
   } else if (options->kind == json::Kind::kObject) {
-    // Validated above: its own parse cannot fail. Its spans count from options->begin.
+    // Its members (include_usage is a scalar: its own top level is enough). Validated above, so
+    // this parse does not fail; its spans count from options->begin.
     const std::optional<json::Value> inside =
-        json::Parse(body.substr(options->begin, options->end - options->begin));
+        json::ParseShallow(body.substr(options->begin, options->end - options->begin));
     if (!inside.has_value()) {
       return plan;
     }

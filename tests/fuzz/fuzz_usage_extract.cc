@@ -37,8 +37,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     Check(shallow->members.size() == value->members.size() &&
           shallow->items.size() == value->items.size());
     for (size_t i = 0; i < shallow->members.size(); ++i) {
-      Check(shallow->members[i].key == value->members[i].key &&
-            shallow->members[i].value.end == value->members[i].value.end);
+      const json::Value& a = shallow->members[i].value;
+      const json::Value& b = value->members[i].value;
+      Check(shallow->members[i].key == value->members[i].key && a.kind == b.kind &&
+            a.begin == b.begin && a.end == b.end);
     }
   }
   const RequestPlan plan = PlanRequest("POST", "/v1/chat/completions", input);

@@ -198,7 +198,14 @@ asio::awaitable<void> MeteringProxy::Impl::Accept(std::shared_ptr<Listener> list
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
-    socket.non_blocking(true, ec);  // WriteNow never waits
+    socket.non_blocking(true, ec);  // its writes and first reads never wait
+    if (ec) {
+      log->warn("metering proxy: connection setup failed instance={} error={}", listener->instance,
+                ec.message());
+      admission->Release(&listener->open);
+      socket.close(ec);
+      continue;
+    }
     auto conn = std::make_shared<ConnState>(std::move(socket));
     std::erase_if(listener->connections, [](const auto& weak) { return weak.expired(); });
     listener->connections.push_back(conn);

@@ -3,6 +3,7 @@
 
 #include "metering/usage_extract.h"
 
+#include <cstddef>
 #include <cstdio>
 #include <optional>
 #include <random>
@@ -47,23 +48,30 @@ TEST(JsonTest, ParsesAndRejects) {
   EXPECT_FALSE(json::Parse("1.5")->AsUint().has_value());
 }
 
-// A JSON string literal for `decoded`: quotes, backslashes and control characters escaped, the
-// control characters half as \u escapes and half as short ones where JSON has them.
-std::string Quote(std::string_view decoded) {
-  std::string out = "\"";
+// The pieces of a JSON string literal for `decoded`, one per character: quotes and backslashes
+// escaped, a newline as \n, other control characters as \u escapes.
+std::vector<std::string> Escaped(std::string_view decoded) {
+  std::vector<std::string> pieces;
   for (const char c : decoded) {
     if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
+      pieces.push_back(std::string("\\") + c);
     } else if (c == '\n') {
-      out += "\\n";
+      pieces.emplace_back("\\n");
     } else if (static_cast<unsigned char>(c) < 0x20) {
       char escape[8];
       std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(c));
-      out += escape;
+      pieces.emplace_back(escape);
     } else {
-      out += c;
+      pieces.emplace_back(1, c);
     }
+  }
+  return pieces;
+}
+
+std::string Quoted(const std::vector<std::string>& pieces) {
+  std::string out = "\"";
+  for (const std::string& piece : pieces) {
+    out += piece;
   }
   return out + "\"";
 }
@@ -79,23 +87,30 @@ TEST(JsonTest, StringsDecodeExactlyWhereverTheirEscapesFall) {
     for (size_t i = 0; i < length; ++i) {
       decoded += random() % 4 == 0 ? alphabet[random() % alphabet.size()] : 'x';
     }
-    const std::string literal = Quote(decoded);
+    std::vector<std::string> pieces = Escaped(decoded);
+    const std::string literal = Quoted(pieces);
     std::optional<json::Value> value = json::Parse(literal);
     ASSERT_TRUE(value.has_value()) << literal;
     EXPECT_EQ(value->text, decoded) << literal;
     EXPECT_EQ(value->end, literal.size());
-    // A raw control byte anywhere inside the literal is refused, at any offset.
-    std::string raw = literal;
-    raw.insert(1 + random() % (raw.size() - 1), 1, static_cast<char>(random() % 0x20));
+    // A raw control byte between any two characters is refused as one, at any offset.
+    pieces.insert(pieces.begin() + static_cast<std::ptrdiff_t>(random() % (pieces.size() + 1)),
+                  std::string(1, static_cast<char>(random() % 0x20)));
+    const std::string raw = Quoted(pieces);
+    std::string ignored;
+    size_t pos = 0;
+    EXPECT_EQ(json::DecodeString(raw, pos, ignored), "control character in string") << raw;
     EXPECT_FALSE(json::Parse(raw).has_value()) << raw;
-    EXPECT_FALSE(json::ParseShallow(raw).has_value()) << raw;
+    EXPECT_FALSE(json::ParseShallow("{\"k\":[" + raw + "]}").has_value()) << raw;  // skipped
   }
   std::string error_out;
   size_t pos = 0;
-  EXPECT_EQ(json::DecodeString("\"0123456789abcdef0123\x02\"", pos, error_out),
-            "control character in string");
+  EXPECT_EQ(json::DecodeString("\"0123456789abcdef0123\"", pos, error_out), "");
+  EXPECT_EQ(error_out, "0123456789abcdef0123");
   pos = 0;
   EXPECT_EQ(json::DecodeString("\"0123456789abcdef0123", pos, error_out), "unterminated string");
+  pos = 0;
+  EXPECT_EQ(json::DecodeString("\"0123456789abcdef\\", pos, error_out), "unterminated string");
 }
 
 TEST(JsonTest, ShallowParsingAcceptsWhatParsingAcceptsAndBuildsOnlyTheTop) {
