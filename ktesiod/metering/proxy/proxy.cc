@@ -198,7 +198,7 @@ asio::awaitable<void> MeteringProxy::Impl::Accept(std::shared_ptr<Listener> list
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
-    socket.non_blocking(true, ec);  // its writes and first reads never wait
+    socket.non_blocking(true, ec);  // WriteNow never waits
     if (ec) {
       log->warn("metering proxy: connection setup failed instance={} error={}", listener->instance,
                 ec.message());

@@ -103,29 +103,12 @@ void AfterRead(beast::flat_buffer& buffer, size_t n, http::basic_parser<kRequest
   }
 }
 
-// Reads a connection may complete at once in a row (ReadParse) before one goes through the
-// scheduler and lets the other connections run.
-constexpr unsigned kReadsWithoutYield = 16;
-
 // Parses what `buffer` holds and reads more until `done(parser)` holds, an error, or the end of
 // the stream (after which `parser` is done or `ec` is set).
-//
-// The first read is tried at once, without an asynchronous operation: on a busy machine the peer
-// has usually answered by the time the proxy reads (the loopback write handed it the CPU), and a
-// read that completes inside an asynchronous operation is posted as a completion — before running
-// it, Asio's scheduler polls the reactor once more (an epoll_wait that finds nothing), one
-// system call per message on the way to the first token. When the socket is empty the
-// asynchronous read follows (its own first attempt also finds nothing, a cheap extra call while
-// the proxy has nothing to do). Only the first read of a message, and only while the connection's
-// `reads_at_once` (reads completed at once since it last went through the scheduler) is below
-// kReadsWithoutYield: an agent that pipelines its requests to a provider that answers at once
-// must not keep the thread from the other connections and the deadlines.
 template <bool kRequest, class Done>
 asio::awaitable<void> ReadParse(tcp::socket& socket, beast::flat_buffer& buffer,
-                                http::basic_parser<kRequest>& parser, Done done,
-                                unsigned& reads_at_once, error_code& ec) {
+                                http::basic_parser<kRequest>& parser, Done done, error_code& ec) {
   ec = {};
-  bool first_read = true;
   while (!done(parser)) {
     if (buffer.size() > 0) {
       const size_t used = parser.put(buffer.data(), ec);
@@ -142,17 +125,7 @@ asio::awaitable<void> ReadParse(tcp::socket& socket, beast::flat_buffer& buffer,
     if (!room) {
       co_return;
     }
-    size_t n = 0;
-    if (first_read && reads_at_once < kReadsWithoutYield) {
-      n = socket.read_some(*room, ec);  // non-blocking socket: would_block when empty
-    }
-    first_read = false;
-    if (n == 0 && (!ec || WouldBlock(ec))) {
-      reads_at_once = 0;
-      n = co_await socket.async_read_some(*room, Await(ec));
-    } else {
-      ++reads_at_once;
-    }
+    const size_t n = co_await socket.async_read_some(*room, Await(ec));
     AfterRead(buffer, n, parser, ec);
     if (ec) {
       co_return;
@@ -287,7 +260,6 @@ struct ConnState {
   std::string forward;                     // what goes to the agent next
   std::vector<asio::const_buffer> pieces;  // one gathered write to the agent
   ResponseMeter meter{ApiShape::kOther, false};
-  unsigned reads_at_once = 0;  // ReadParse: reads completed without the scheduler, in a row
 };
 
 // Writes a response to the agent: whatever is pending (the head, until it has gone out), each

@@ -54,7 +54,7 @@ asio::awaitable<bool> MeteringProxy::Impl::Connect(const Upstream& upstream, Ups
     co_return false;
   }
   up.lowest().socket().set_option(tcp::no_delay(true), ec);
-  up.lowest().socket().non_blocking(true, ec);  // its writes and first reads never wait
+  up.lowest().socket().non_blocking(true, ec);  // SendRequest's first attempt never waits
   if (ec) {
     log->warn("metering proxy: upstream socket setup failed ({})", ec.message());
     CountError(instance, "connect");
@@ -167,7 +167,7 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
     parser.eager(false);
     co_await proxy_internal::ReadParse(
         upstream_stream.socket(), up.buffer, parser,
-        [](const auto& p) { return p.is_header_done(); }, conn.reads_at_once, ec);
+        [](const auto& p) { return p.is_header_done(); }, ec);
   } else {
     co_await http::async_read_header(upstream_stream, up.buffer, parser, Await(ec));
   }
@@ -325,8 +325,7 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
   tcp::socket& socket = conn.client.socket();
   parser.eager(false);
   co_await proxy_internal::ReadParse(
-      socket, buffer, parser, [](const auto& p) { return p.is_header_done(); }, conn.reads_at_once,
-      ec);
+      socket, buffer, parser, [](const auto& p) { return p.is_header_done(); }, ec);
   conn.watchdog.SetClient(options.idle_timeout);
   if (ec == http::error::body_limit) {  // a declared Content-Length over the cap
     const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
@@ -353,7 +352,7 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
   // The body: parsed from what the head's read brought (most requests arrive whole), then read.
   parser.eager(true);
   co_await proxy_internal::ReadParse(
-      socket, buffer, parser, [](const auto& p) { return p.is_done(); }, conn.reads_at_once, ec);
+      socket, buffer, parser, [](const auto& p) { return p.is_done(); }, ec);
   if (ec == http::error::body_limit) {
     const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
     co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
