@@ -251,31 +251,11 @@ void ResponseMeter::Finish(bool complete, std::string& forward) {
     return;
   }
   if (complete && !overflow_) {
-    // Validated whole, built only where usage can be: the agent's next call waits for this (on a
-    // connection it reuses, the proxy reads that call once this is done), and the rest of a
-    // response — the model's answer — is most of its bytes.
-    if (std::optional<json::Value> root = json::ParseShallow(body_)) {
-      BuildUsageMembers(*root, body_);
+    if (std::optional<json::Value> root = json::Parse(body_)) {
       Observe(*root);
     }
   }
   body_.clear();
-}
-
-void ResponseMeter::BuildUsageMembers(json::Value& root, std::string_view text) {
-  for (json::Member& member : root.members) {
-    if (member.value.kind != json::Kind::kObject ||
-        (member.key != "usage" && member.key != "message" && member.key != "response")) {
-      continue;
-    }
-    // The span was validated with the document, so it parses; a member that somehow did not
-    // stays empty, which reads as no usage.
-    std::optional<json::Value> built =
-        json::Parse(text.substr(member.value.begin, member.value.end - member.value.begin));
-    if (built.has_value()) {
-      member.value = std::move(*built);
-    }
-  }
 }
 
 void ResponseMeter::OnLine(std::string_view line) {

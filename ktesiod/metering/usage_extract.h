@@ -78,9 +78,6 @@ class ResponseMeter {
  private:
   void OnLine(std::string_view line);
   void Dispatch();
-  // Builds the members of a shallow `root` (json::ParseShallow of `text`) that Observe reads:
-  // `usage`, and the `message` and `response` objects that carry it in some formats.
-  static void BuildUsageMembers(json::Value& root, std::string_view text);
   void Observe(const json::Value& value);
   void ObserveUsageObject(const json::Value& usage);
 
