@@ -6,34 +6,19 @@
 namespace ktesio::daemon::metering {
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) plus the ones the proxy re-frames or rewrites itself.
-// Every one has a code of Beast's, which its parser gives each field it reads (matching the name
-// whatever its case): a field is judged by its code, without comparing its name with nine others.
-bool IsHopByHop(http::field known, std::string_view name,
-                const std::vector<std::string>& connection_listed) {
-  switch (known) {
-    case http::field::connection:
-    case http::field::keep_alive:
-    case http::field::proxy_connection:
-    case http::field::te:
-    case http::field::trailer:
-    case http::field::transfer_encoding:
-    case http::field::upgrade:
-    case http::field::proxy_authorization:
-    case http::field::proxy_authenticate:
-      return true;
-    default:
-      break;
-  }
-  return std::any_of(connection_listed.begin(), connection_listed.end(),
-                     [&](const std::string& listed) {
-                       return absl::EqualsIgnoreCase(absl::string_view(name.data(), name.size()),
-                                                     absl::string_view(listed));
-                     });
-}
-
 bool IsHopByHop(std::string_view name, const std::vector<std::string>& connection_listed) {
-  return IsHopByHop(http::string_to_field(boost::beast::string_view(name.data(), name.size())),
-                    name, connection_listed);
+  static constexpr std::string_view kNames[] = {
+      "connection",        "keep-alive",        "proxy-connection", "te",
+      "trailer",           "transfer-encoding", "upgrade",          "proxy-authorization",
+      "proxy-authenticate"};
+  // Compared without a lower-cased copy: this runs for every field of every call.
+  const auto same = [&](std::string_view other) {
+    return absl::EqualsIgnoreCase(absl::string_view(name.data(), name.size()),
+                                  absl::string_view(other.data(), other.size()));
+  };
+  return std::any_of(std::begin(kNames), std::end(kNames), same) ||
+         std::any_of(connection_listed.begin(), connection_listed.end(),
+                     [&](const std::string& listed) { return same(listed); });
 }
 
 std::string FixedResponse(unsigned status, std::string_view reason, std::string_view body,
@@ -80,7 +65,7 @@ std::string ResponseHead(const http::response_header<>& response, ResponseFramin
   const std::vector<std::string> listed = ConnectionListed(response);
   for (const auto& field : response) {
     const std::string_view name(field.name_string().data(), field.name_string().size());
-    if (IsHopByHop(field.name(), name, listed) || field.name() == http::field::content_length) {
+    if (IsHopByHop(name, listed) || field.name() == http::field::content_length) {
       continue;
     }
     AppendField(head, field.name_string(), field.value());
@@ -114,7 +99,7 @@ OutgoingRequest UpstreamRequest(http::request<http::string_body>& request, std::
   const std::vector<std::string> listed = ConnectionListed(request.base());
   for (const auto& field : request) {
     const std::string_view name(field.name_string().data(), field.name_string().size());
-    if (IsHopByHop(field.name(), name, listed) || field.name() == http::field::host ||
+    if (IsHopByHop(name, listed) || field.name() == http::field::host ||
         field.name() == http::field::content_length ||
         field.name() == http::field::accept_encoding || field.name() == http::field::expect) {
       continue;

@@ -24,10 +24,6 @@ namespace http = boost::beast::http;
 // Hop-by-hop headers (RFC 9110 §7.6.1) plus the ones the proxy re-frames or rewrites itself;
 // `connection_listed` adds the names the Connection field lists (ConnectionListed).
 bool IsHopByHop(std::string_view name, const std::vector<std::string>& connection_listed);
-// The same for a parsed field: `known` is its code (http::field::unknown for a name Beast does
-// not know, which no fixed hop-by-hop name is), so only the listed names are compared as text.
-bool IsHopByHop(http::field known, std::string_view name,
-                const std::vector<std::string>& connection_listed);
 
 // The lower-cased tokens of every Connection field (RFC 9112 §9.3; Beast's keep_alive() reads
 // only one field).

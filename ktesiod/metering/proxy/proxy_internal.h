@@ -169,10 +169,8 @@ class Watchdog {
   using Clock = std::chrono::steady_clock;
   explicit Watchdog(asio::io_context& io) : timer_(io) {}
 
-  void SetClient(Clock::duration within) { Set(client_, within, Clock::now()); }
-  // The same with the time already read (`now`: a caller that needs it too reads the clock once).
-  void SetClient(Clock::duration within, Clock::time_point now) { Set(client_, within, now); }
-  void SetUpstream(Clock::duration within) { Set(upstream_, within, Clock::now()); }
+  void SetClient(Clock::duration within) { Set(client_, within); }
+  void SetUpstream(Clock::duration within) { Set(upstream_, within); }
   void ClearUpstream() { upstream_ = Clock::time_point::max(); }
 
   // Runs until Stop, calling `close_client` or `close_upstream` when that deadline passes.
@@ -203,9 +201,9 @@ class Watchdog {
   }
 
  private:
-  void Set(Clock::time_point& deadline, Clock::duration within, Clock::time_point now) {
+  void Set(Clock::time_point& deadline, Clock::duration within) {
     tick_ = std::min(tick_, within);
-    deadline = now + within;
+    deadline = Clock::now() + within;
     if (deadline < armed_) {  // the first deadline, or a shorter duration than any before
       armed_ = deadline;
       timer_.expires_at(deadline);  // cancels the wait: Run wakes and waits again, until then
@@ -266,13 +264,12 @@ struct ConnState {
 
 // Writes a response to the agent: whatever is pending (the head, until it has gone out), each
 // piece of the body framed for the agent (chunked or as is) and — when `last` — the terminating
-// chunk, one gathered write per piece. `on_first_write` gets the time read just before the first
-// write (the proxy's added latency ends there), and runs after it: what it records costs the agent
-// no wait. It is referred to, not copied, and must outlive the writer.
+// chunk, one gathered write per piece. `on_first_write` runs before the first write (the
+// proxy's added latency ends there); it is referred to, not copied, and must outlive the writer.
 class ClientWriter {
  public:
   ClientWriter(ConnState& conn, std::string head, bool chunked, std::chrono::milliseconds idle,
-               absl::FunctionRef<void(std::chrono::steady_clock::time_point)> on_first_write)
+               absl::FunctionRef<void()> on_first_write)
       : conn_(conn),
         pending_(std::move(head)),
         chunked_(chunked),
@@ -306,14 +303,13 @@ class ClientWriter {
     if (pieces.empty()) {
       return true;
     }
-    error_code ec;
-    const std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now();
-    conn_.watchdog.SetClient(idle_, now);
-    written_now_ = WriteNow(conn_.client, pieces, ec);
     if (!written_) {
       written_ = true;
-      on_first_write_(now);
+      on_first_write_();
     }
+    error_code ec;
+    conn_.watchdog.SetClient(idle_);
+    written_now_ = WriteNow(conn_.client, pieces, ec);
     unsent_ = !ec && written_now_ < asio::buffer_size(pieces);
     if (!unsent_) {
       pending_.clear();
@@ -335,7 +331,7 @@ class ClientWriter {
   std::string pending_;
   const bool chunked_;
   const std::chrono::milliseconds idle_;
-  absl::FunctionRef<void(std::chrono::steady_clock::time_point)> on_first_write_;
+  absl::FunctionRef<void()> on_first_write_;
   bool written_ = false;     // on_first_write_ has run
   char size_line_[24] = {};  // the current chunk's size line (a piece refers to it)
   size_t written_now_ = 0;   // what the last Write wrote at once

@@ -213,8 +213,8 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
       ChooseFraming(status, head_request, parser.content_length().has_value(), plan.injected,
                     client_version, keep_alive);
   // Named: the writer refers to it (absl::FunctionRef), so it must outlive the writer.
-  const auto observe_added = [&](std::chrono::steady_clock::time_point first_write) {
-    ObserveAdded(instance, added_before + (first_write - arrived));
+  const auto observe_added = [&] {
+    ObserveAdded(instance, added_before + (std::chrono::steady_clock::now() - arrived));
   };
   ClientWriter writer(
       conn, ResponseHead(response.base(), framing, parser.content_length().value_or(0), keep_alive),
