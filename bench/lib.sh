@@ -6,6 +6,7 @@
 #                             KTESIOD, KTCTL, SHIM, PROBE, BENCH
 #   kt_workdir NAME           a fresh temporary directory in $work, $sock inside it
 #   kt_start_daemon [ARGS]    ktesiod on $work/state and $sock; waits until it answers; $daemon
+#                             (run through the command in the array KT_WRAP when it is set)
 #   kt_stop_daemon            stop every agent, then the daemon, then any leftover shim
 #   kt_wait_settled           until no agent is `starting`
 #   kt_metered_agent NAME UPSTREAM [PROBE ARGS...]
@@ -25,6 +26,7 @@ kt_build() {
   BENCH=$B/bench/ktesio_bench
 }
 
+KT_WRAP=()
 kt_workdir() {
   work=$(mktemp -d "/tmp/kt-$1-XXXXXX")
   sock=$work/d.sock
@@ -35,7 +37,7 @@ ctl() { "$KTCTL" --socket "$sock" "$@"; }
 # The daemon is started as the packaged unit starts it: with LD_BIND_NOW=1 (without it, it
 # re-executes itself once to bind its symbols; docs/operations.md "Memory when idle").
 kt_start_daemon() {
-  LD_BIND_NOW=1 "$KTESIOD" --state-dir "$work/state" --socket "$sock" --log-level warn "$@" \
+  LD_BIND_NOW=1 "${KT_WRAP[@]}" "$KTESIOD" --state-dir "$work/state" --socket "$sock" --log-level warn "$@" \
     2>>"$work/ktesiod.log" &
   daemon=$!
   for _ in $(seq 1 200); do ctl daemon status >/dev/null 2>&1 && return 0; sleep 0.05; done

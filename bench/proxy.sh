@@ -7,6 +7,11 @@
 # Latency is measured twice: with tiny bodies, and with each call carrying a conversation of
 # PROMPT_BYTES (an agent's history, as agents send it; 64 KiB by default).
 #
+# SESSIONS=1 places every party in its own session, as they run when deployed: the provider, the
+# daemon (a service), nginx (a daemon) and the client (an agent, which the shim starts in a session
+# of its own). By default all share the script's session. The kernel places a session's tasks as
+# one group (autogroup), so the two placements give different latencies: docs/benchmarks.md.
+#
 #   bench/proxy.sh                 N_LAT=1000 CONNS=32 SECONDS_TP=10 PROMPT_BYTES=65536 by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,11 +19,17 @@ N_LAT=${N_LAT:-1000}
 CONNS=${CONNS:-32}
 SECONDS_TP=${SECONDS_TP:-10}
 PROMPT_BYTES=${PROMPT_BYTES:-65536}
+SESSIONS=${SESSIONS:-0}
 
 source bench/lib.sh
 kt_build ktesiod ktctl ktesio-shim ktesio-probe ktesio_proxy_bench
 PB=$B/bench/ktesio_proxy_bench
 kt_workdir pbench
+own=()  # what starts a party in its own session (SESSIONS=1)
+if [[ $SESSIONS == 1 ]]; then
+  own=(setsid)
+  KT_WRAP=(setsid)
+fi
 cleanup() {
   # The daemon must be gone before its agents are killed, or it restarts them (on-failure).
   kt_stop_daemon  # stops the agent through the daemon first: a killed shim leaves its agent
@@ -28,7 +39,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$PB" upstream "$work/port" &
+"${own[@]}" "$PB" upstream "$work/port" &
 upstream=$!
 for _ in $(seq 1 100); do [[ -s $work/port ]] && break; sleep 0.02; done
 up_port=$(cat "$work/port")
@@ -67,26 +78,26 @@ http {
 }
 NGINX
   sed -i '/listen 127.0.0.1:0;/d' "$work/nginx/nginx.conf"
-  nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" &
+  "${own[@]}" nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" &
   nginx_pid=$!
   sleep 0.5
   targets+=("nginx http://127.0.0.1:18471/v1")
 fi
 
-echo "== metering proxy: latency ($N_LAT sequential keep-alive calls of each kind) =="
+echo "== metering proxy: latency ($N_LAT sequential keep-alive calls of each kind; sessions: $([[ $SESSIONS == 1 ]] && echo "one each" || echo shared)) =="
 for t in "${targets[@]}"; do
   set -- $t
-  "$PB" latency "$2" "$N_LAT" | sed "s/^/${1}_/"
+  "${own[@]}" "$PB" latency "$2" "$N_LAT" | sed "s/^/${1}_/"
 done
 echo "== metering proxy: latency with a ${PROMPT_BYTES}-byte conversation in every call =="
 for t in "${targets[@]}"; do
   set -- $t
-  "$PB" latency "$2" "$((N_LAT / 2))" "$PROMPT_BYTES" | sed "s/^/${1}_conversation_/"
+  "${own[@]}" "$PB" latency "$2" "$((N_LAT / 2))" "$PROMPT_BYTES" | sed "s/^/${1}_conversation_/"
 done
 echo "== metering proxy: throughput ($CONNS connections streaming for ${SECONDS_TP}s) =="
 for t in "${targets[@]}"; do
   set -- $t
-  "$PB" throughput "$2" "$CONNS" "$SECONDS_TP" | sed "s/^/${1}_/"
+  "${own[@]}" "$PB" throughput "$2" "$CONNS" "$SECONDS_TP" | sed "s/^/${1}_/"
 done
 echo "ktesio_proxy_daemon_pss_kb $(awk '/^Pss:/ {print $2}' /proc/$daemon/smaps_rollup)"
 ctl agent usage m
