@@ -103,6 +103,22 @@ void AfterRead(beast::flat_buffer& buffer, size_t n, http::basic_parser<kRequest
   }
 }
 
+// Reads what a plain socket holds into `room` without waiting; nothing (with `ec` clear) when it
+// holds nothing yet. As with WriteNow: an asynchronous read that completes at once still costs a
+// posted completion, a poll of the reactor and a coroutine resumption — on the path of every
+// request and of every response's first byte, which have almost always arrived by the time they
+// are read. The socket is in non-blocking mode (set when it opens).
+inline std::optional<size_t> ReadNow(tcp::socket& socket,
+                                     const beast::flat_buffer::mutable_buffers_type& room,
+                                     error_code& ec) {
+  const size_t n = socket.read_some(room, ec);
+  if (WouldBlock(ec)) {
+    ec = {};
+    return std::nullopt;
+  }
+  return n;
+}
+
 // Parses what `buffer` holds and reads more until `done(parser)` holds, an error, or the end of
 // the stream (after which `parser` is done or `ec` is set).
 template <bool kRequest, class Done>
@@ -125,8 +141,15 @@ asio::awaitable<void> ReadParse(tcp::socket& socket, beast::flat_buffer& buffer,
     if (!room) {
       co_return;
     }
-    const size_t n = co_await socket.async_read_some(*room, Await(ec));
-    AfterRead(buffer, n, parser, ec);
+    std::optional<size_t> n = ReadNow(socket, *room, ec);
+    while (!n) {  // nothing yet: wait until the socket is readable (it was read dry just now)
+      co_await socket.async_wait(tcp::socket::wait_read, Await(ec));
+      if (ec) {
+        co_return;
+      }
+      n = ReadNow(socket, *room, ec);
+    }
+    AfterRead(buffer, *n, parser, ec);
     if (ec) {
       co_return;
     }

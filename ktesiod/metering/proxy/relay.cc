@@ -268,8 +268,15 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
     conn.watchdog.SetUpstream(options.idle_timeout);
     if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
       if (auto room = proxy_internal::ReadRoom(up.buffer, ec)) {
-        const size_t n = co_await upstream_stream.socket().async_read_some(*room, Await(ec));
-        proxy_internal::AfterRead(up.buffer, n, parser, ec);
+        tcp::socket& socket = upstream_stream.socket();
+        std::optional<size_t> n = proxy_internal::ReadNow(socket, *room, ec);
+        while (!n && !ec) {  // nothing yet: wait until the provider sends more
+          co_await socket.async_wait(tcp::socket::wait_read, Await(ec));
+          if (!ec) {
+            n = proxy_internal::ReadNow(socket, *room, ec);
+          }
+        }
+        proxy_internal::AfterRead(up.buffer, n.value_or(0), parser, ec);
       }
       arrived = std::chrono::steady_clock::now();
       if (ec) {
