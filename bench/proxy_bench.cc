@@ -11,6 +11,11 @@
 //       both calls carry a conversation of about that size (an agent's history), as agents send.
 //   ktesio_proxy_bench throughput BASE_URL CONNECTIONS SECONDS
 //       CONNECTIONS keep-alive clients each streaming calls back to back; prints calls/s.
+//   ktesio_proxy_bench plan PROMPT_BYTES N
+//       the proxy's request planning (metering::PlanRequest, in process) of the latency calls'
+//       two bodies with that conversation, N times each; prints microseconds per call. The
+//       streamed call's is on the path of its first token: its body is validated whole and
+//       include_usage spliced in.
 
 #include <utility>  // Boost 1.74's awaitable.hpp needs std::exchange
 
@@ -39,6 +44,7 @@
 #include "boost/asio/write.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
+#include "metering/usage_extract.h"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -285,6 +291,31 @@ int Throughput(const std::string& base, int connections, int seconds) {
   return 0;
 }
 
+int Plan(size_t prompt_bytes, int n) {
+  const std::string history = Conversation(prompt_bytes);
+  const std::string bodies[] = {
+      R"({"model":"m","messages":[)" + history + "]}",
+      R"({"model":"slow-first","stream":true,"messages":[)" + history + "]}"};
+  const char* names[] = {"plan_json_call_us", "plan_streamed_call_us"};
+  for (int kind = 0; kind < 2; ++kind) {
+    size_t spliced = 0;  // used, so that the planning cannot be optimized away
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) {
+      const ktesio::daemon::metering::RequestPlan plan =
+          ktesio::daemon::metering::PlanRequest("POST", "/v1/chat/completions", bodies[kind]);
+      spliced += plan.body.has_value() ? plan.body->size() : 0;
+    }
+    const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+    if ((kind == 1) != (spliced > 0)) {
+      std::fprintf(stderr, "plan: include_usage was %sspliced into the %s call\n",
+                   spliced > 0 ? "" : "not ", kind == 1 ? "streamed" : "JSON");
+      return 1;
+    }
+    std::printf("%s %.2f\n", names[kind], took.count() / n);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -296,8 +327,11 @@ int main(int argc, char** argv) {
   if (args.size() == 4 && args[0] == "throughput") {
     return Throughput(args[1], std::stoi(args[2]), std::stoi(args[3]));
   }
+  if (args.size() == 3 && args[0] == "plan") {
+    return Plan(std::stoul(args[1]), std::stoi(args[2]));
+  }
   std::fprintf(stderr,
                "usage: ktesio_proxy_bench upstream PORT_FILE | latency URL N [PROMPT_BYTES] | "
-               "throughput URL CONNECTIONS SECONDS\n");
+               "throughput URL CONNECTIONS SECONDS | plan PROMPT_BYTES N\n");
   return 2;
 }

@@ -16,23 +16,33 @@ constexpr int kMaxDepth = 64;
 
 bool Plain(char c) { return c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20; }
 
+#if defined(__SSE2__)
+// 0xff in each byte of `bytes` that is '"', '\\' or a control byte (0x00-0x1f), else 0.
+__m128i SpecialBytes(__m128i bytes) {
+  const __m128i highest_control = _mm_set1_epi8(0x1f);
+  // A control byte is one whose unsigned maximum with 0x1f is 0x1f.
+  const __m128i control = _mm_cmpeq_epi8(_mm_max_epu8(bytes, highest_control), highest_control);
+  return _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(bytes, _mm_set1_epi8('"')),
+                                   _mm_cmpeq_epi8(bytes, _mm_set1_epi8('\\'))),
+                      control);
+}
+
+// Bit i set when at[i] is special (SpecialBytes), for the 16 bytes at `at`.
+uint16_t SpecialBits16(const char* at) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+  return static_cast<uint16_t>(_mm_movemask_epi8(SpecialBytes(bytes)));
+}
+#endif
+
 // The end of the run of string bytes from `pos` that need no decoding: the first '"', '\\' or
 // control character at or after `pos`, or text.size(). Sixteen bytes per step where SSE2 is
 // there (every x86-64): the strings of a model call's body are most of its bytes, and a byte at a
 // time through the decoder made planning a 64 KiB request cost a quarter of a millisecond.
 size_t PlainRunEnd(std::string_view text, size_t pos) {
 #if defined(__SSE2__)
-  const __m128i quote = _mm_set1_epi8('"');
-  const __m128i backslash = _mm_set1_epi8('\\');
-  const __m128i highest_control = _mm_set1_epi8(0x1f);
   while (text.size() - pos >= 16) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text.data() + pos));
-    // A control byte is one whose unsigned maximum with 0x1f is 0x1f.
-    const __m128i control = _mm_cmpeq_epi8(_mm_max_epu8(bytes, highest_control), highest_control);
-    const __m128i special = _mm_or_si128(
-        _mm_or_si128(_mm_cmpeq_epi8(bytes, quote), _mm_cmpeq_epi8(bytes, backslash)), control);
-    if (const int mask = _mm_movemask_epi8(special); mask != 0) {
-      return pos + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+    if (const uint16_t bits = SpecialBits16(text.data() + pos); bits != 0) {
+      return pos + static_cast<size_t>(__builtin_ctz(bits));
     }
     pos += 16;
   }
@@ -65,10 +75,10 @@ std::string_view Hex4(std::string_view text, size_t& pos, uint32_t& value) {
   return "";
 }
 
-// A \u escape after its "\u": one code point, or a surrogate pair, appended as UTF-8.
-std::string_view UnicodeEscape(std::string_view text, size_t& pos, std::string& out) {
+// The code point of a \u escape after its "\u" (a surrogate pair's, the pair's second escape
+// consumed too): "" and `code_point`, or what is wrong.
+std::string_view EscapedCodePoint(std::string_view text, size_t& pos, uint32_t& code_point) {
   constexpr std::string_view kUnpaired = "unpaired surrogate in \\u escape";
-  uint32_t code_point = 0;
   if (std::string_view error = Hex4(text, pos, code_point); !error.empty()) {
     return error;
   }
@@ -86,19 +96,16 @@ std::string_view UnicodeEscape(std::string_view text, size_t& pos, std::string& 
     }
     code_point = 0x10000 + ((code_point - 0xD800) << 10) + (low - 0xDC00);
   }
-  AppendUtf8(code_point, out);
   return "";
 }
 
-// The string literal whose opening quote is text[pos]: decoded into `*out` (when given), `pos`
-// left after the closing quote; "" when well formed, else what is wrong (DecodeString's words).
-std::string_view ScanString(std::string_view text, size_t& pos, std::string* out) {
+// The string literal whose opening quote is text[pos]: decoded into `out`, `pos` left after the
+// closing quote; "" when well formed, else what is wrong (DecodeString's words).
+std::string_view ScanString(std::string_view text, size_t& pos, std::string& out) {
   ++pos;  // the opening quote
   while (pos < text.size()) {
     const size_t run_end = PlainRunEnd(text, pos);
-    if (out != nullptr) {
-      out->append(text.substr(pos, run_end - pos));
-    }
+    out.append(text.substr(pos, run_end - pos));
     pos = run_end;
     if (pos >= text.size()) {
       break;
@@ -137,25 +144,108 @@ std::string_view ScanString(std::string_view text, size_t& pos, std::string* out
         decoded = '\t';
         break;
       case 'u': {
-        std::string scratch;  // a code point's UTF-8 (at most four bytes: no allocation)
-        if (std::string_view error = UnicodeEscape(text, pos, out != nullptr ? *out : scratch);
-            !error.empty()) {
+        uint32_t code_point = 0;
+        if (std::string_view error = EscapedCodePoint(text, pos, code_point); !error.empty()) {
           return error;
         }
+        AppendUtf8(code_point, out);
         continue;
       }
       default:
         return "invalid escape in string";
     }
-    if (out != nullptr) {
-      out->push_back(decoded);
-    }
+    out.push_back(decoded);
   }
   return "unterminated string";
 }
 
+// The special byte text[at] ('"', '\\' or a control byte) of a string being validated: the string's
+// end, a well-formed escape, or something malformed; `after` is left past the quote or escape.
+enum class Special { kEnd, kEscape, kMalformed };
+Special SkipSpecial(std::string_view text, size_t at, size_t& after) {
+  if (text[at] == '"') {
+    after = at + 1;
+    return Special::kEnd;
+  }
+  if (text[at] != '\\' || at + 1 >= text.size()) {
+    return Special::kMalformed;
+  }
+  after = at + 2;
+  switch (text[at + 1]) {
+    case '"':
+    case '\\':
+    case '/':
+    case 'b':
+    case 'f':
+    case 'n':
+    case 'r':
+    case 't':
+      return Special::kEscape;
+    case 'u': {
+      uint32_t code_point = 0;
+      return EscapedCodePoint(text, after, code_point).empty() ? Special::kEscape
+                                                               : Special::kMalformed;
+    }
+    default:
+      return Special::kMalformed;
+  }
+}
+
+#if defined(__SSE2__)
+// Bit i set when at[i] is special (SpecialBytes), for the 64 bytes at `at`.
+uint64_t SpecialBits64(const char* at) {
+  return uint64_t{SpecialBits16(at)} | uint64_t{SpecialBits16(at + 16)} << 16 |
+         uint64_t{SpecialBits16(at + 32)} << 32 | uint64_t{SpecialBits16(at + 48)} << 48;
+}
+#endif
+
+// Validates the string literal whose opening quote is text[pos] as DecodeString would, decoding
+// nothing, and leaves `pos` after its closing quote. Request planning validates a whole model
+// call this way before its first byte goes upstream, and an agent's conversation is escapes every
+// few dozen bytes (quotes and newlines of code, \u of non-ASCII text): each block of 64 bytes is
+// classified once and every escape in it is stepped over from that block's bits.
 bool SkipString(std::string_view text, size_t& pos) {
-  return ScanString(text, pos, nullptr).empty();
+  size_t p = pos + 1;  // after the opening quote
+#if defined(__SSE2__)
+  while (text.size() - p >= 64) {
+    uint64_t specials = SpecialBits64(text.data() + p);
+    size_t next = p + 64;
+    while (specials != 0) {
+      size_t after = 0;
+      const Special special = SkipSpecial(text, p + __builtin_ctzll(specials), after);
+      if (special == Special::kEnd) {
+        pos = after;
+        return true;
+      }
+      if (special == Special::kMalformed) {
+        return false;
+      }
+      if (after - p >= 64) {  // the escape ran into the next block
+        next = after;
+        break;
+      }
+      specials &= ~uint64_t{0} << (after - p);  // the escape's own bytes are stepped over
+    }
+    p = next;
+  }
+#endif
+  while (p < text.size()) {
+    if (Plain(text[p])) {
+      ++p;
+      continue;
+    }
+    size_t after = 0;
+    const Special special = SkipSpecial(text, p, after);
+    if (special == Special::kEnd) {
+      pos = after;
+      return true;
+    }
+    if (special == Special::kMalformed) {
+      return false;
+    }
+    p = after;
+  }
+  return false;  // unterminated
 }
 
 class Parser {
@@ -461,7 +551,7 @@ std::optional<Value> Parse(std::string_view text) { return Parser(text, INT_MAX)
 std::optional<Value> ParseShallow(std::string_view text) { return Parser(text, 0).Run(); }
 
 std::string_view DecodeString(std::string_view text, size_t& pos, std::string& out) {
-  return ScanString(text, pos, &out);
+  return ScanString(text, pos, out);
 }
 
 }  // namespace ktesio::contract::json

@@ -113,6 +113,60 @@ TEST(JsonTest, StringsDecodeExactlyWhereverTheirEscapesFall) {
   EXPECT_EQ(json::DecodeString("\"0123456789abcdef\\", pos, error_out), "unterminated string");
 }
 
+// Strings below the top level are validated without being decoded, 64 bytes at a time, each
+// block's escapes stepped over from its bits. Whatever the bytes and wherever an escape, quote or
+// control byte falls (across a block's end too, as a surrogate pair's second half may), a
+// skipped string is accepted exactly when decoding it succeeds, and ends where the decoded one
+// does.
+TEST(JsonTest, SkippedStringsAreJudgedAsDecodedOnesWhereverTheirBytesFall) {
+  std::mt19937 random(11);
+  // Well-formed pieces (plain bytes most of all, so that blocks hold several pieces): simple
+  // escapes, \u escapes and a surrogate pair, DEL and UTF-8 bytes.
+  const std::vector<std::string> good = {"a",    "a",       "a",       "a",
+                                         "a",    "a",       "\\\"",    "\\\\",
+                                         "\\n",  "\\/",     "\\u00e9", "\\ud83d\\ude00",
+                                         "\x7f", "\xc3\xa9"};
+  // At most one of these in a string: each half of a pair alone, a bad hex digit, a \u cut short,
+  // an unknown escape, a backslash before whatever piece follows, a bare quote (an early end),
+  // control bytes.
+  const std::vector<std::string> bad = {"\\ud83d", "\\ude00", "\\u12G4", "\\u12", "\\x",
+                                        "\\",      "\"",      "\x01",    "\x1f"};
+  int accepted = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::vector<std::string> chosen;
+    const size_t count = 1 + random() % 120;
+    for (size_t i = 0; i < count; ++i) {
+      chosen.push_back(good[random() % good.size()]);
+    }
+    if (random() % 2 == 0) {
+      chosen[random() % count] = bad[random() % bad.size()];
+    }
+    std::string literal = "\"";
+    for (const std::string& piece : chosen) {
+      literal += piece;
+    }
+    if (random() % 8 != 0) {
+      literal += '"';
+    }
+    size_t end = 0;
+    std::string decoded;
+    const bool decodes = json::DecodeString(literal, end, decoded).empty();
+    // As a whole: the full parse decodes the string, the shallow one skips it.
+    const std::string doc = "{\"k\":[" + literal + "]}";
+    EXPECT_EQ(json::ParseShallow(doc).has_value(), json::Parse(doc).has_value()) << literal;
+    if (!decodes) {
+      continue;
+    }
+    // Cut where decoding ended: the skipped string ends there too.
+    const std::string cut = "{\"k\":[" + literal.substr(0, end) + "]}";
+    std::optional<json::Value> shallow = json::ParseShallow(cut);
+    ASSERT_TRUE(shallow.has_value()) << literal;
+    EXPECT_EQ(shallow->Find("k")->end, cut.size() - 1) << literal;
+    ++accepted;
+  }
+  EXPECT_GT(accepted, 5000);  // well-formed strings of every length are most of the cases
+}
+
 TEST(JsonTest, ShallowParsingAcceptsWhatParsingAcceptsAndBuildsOnlyTheTop) {
   const std::string doc =
       R"( {"model":"m","stream":true,"n":-1.5e3,"messages":[{"role":"user","content":"a\"b"}],)"
