@@ -5,7 +5,8 @@
 # is installed (KTESIO_BENCH_PEERS=1 installs nginx-light from Debian).
 #
 # Latency is measured twice: with tiny bodies, and with each call carrying a conversation of
-# PROMPT_BYTES (an agent's history, as agents send it; 64 KiB by default).
+# PROMPT_BYTES (an agent's history, as agents send it; 64 KiB by default). The proxy's request
+# planning of those two calls is also timed in process (ktesio_proxy_bench plan).
 #
 # SESSIONS=1 places every party in its own session, as they run when deployed: the provider, the
 # daemon (a service), nginx (a daemon) and the client (an agent, which the shim starts in a session
@@ -94,6 +95,8 @@ for t in "${targets[@]}"; do
   set -- $t
   "${own[@]}" "$PB" latency "$2" "$((N_LAT / 2))" "$PROMPT_BYTES" | sed "s/^/${1}_conversation_/"
 done
+echo "== request planning of those calls, in process (CPU only: the streamed call's is on its first token's path) =="
+"$PB" plan "$PROMPT_BYTES" 2000
 echo "== metering proxy: throughput ($CONNS connections streaming for ${SECONDS_TP}s) =="
 for t in "${targets[@]}"; do
   set -- $t
