@@ -197,8 +197,14 @@ v1::ProjectedCapabilities Project(const v1::AdapterSnapshot& snapshot) {
   const Os os = contract::CurrentOs();
   v1::ProjectedCapabilities projected;
   projected.set_os(std::string(contract::OsName(os)));
-  projected.set_pause(LevelFor(snapshot.capabilities().pause(), os));
-  projected.set_interaction(LevelFor(snapshot.capabilities().interaction(), os));
+  // A capability with no entry for this OS projects to unsupported (Adapter Contract): the
+  // snapshot keeps "no entry" (UNSPECIFIED) apart, the projection does not.
+  const auto on_this_os = [os](const v1::CapabilityLevels& levels) {
+    const v1::SupportLevel level = LevelFor(levels, os);
+    return level == v1::SUPPORT_LEVEL_UNSPECIFIED ? v1::SUPPORT_LEVEL_UNSUPPORTED : level;
+  };
+  projected.set_pause(on_this_os(snapshot.capabilities().pause()));
+  projected.set_interaction(on_this_os(snapshot.capabilities().interaction()));
   return projected;
 }
 

@@ -129,6 +129,16 @@ std::string Reason(const Json& doc, const std::string& section) {
 
 std::string Fixture(const std::string& name) { return Root() + "/tests/fixtures/tck/" + name; }
 
+TEST(TckTest, CapabilitiesWithoutALinuxEntryProjectToUnsupported) {
+  // "A capability with no entry for an OS projects to unsupported": the daemon's projection says
+  // so, capability_edges agrees with the declaration, pause does not apply, and interaction
+  // passes by SendInput failing fast.
+  RunResult r = Tck({"--manifest", Fixture("no-linux-entries"), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(Statuses(r, nullptr),
+            Expect({{"pause", "not_applicable"}, {"metering_engine_observed", "not_applicable"}}));
+}
+
 TEST(TckTest, SubjectModePassesAWellBehavedSubject) {
   RunResult r = Tck({"--manifest", Fixture("subject-well-behaved"), "--subject-program", "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -69,7 +69,8 @@ TEST(Snapshot, ProjectionIsCurrentOs) {
   v1::ProjectedCapabilities projected = Project(ToSnapshot(*declaration, false, ""));
   EXPECT_EQ(projected.os(), "linux");
   EXPECT_EQ(projected.pause(), v1::SUPPORT_LEVEL_GUARANTEED);
-  EXPECT_EQ(projected.interaction(), v1::SUPPORT_LEVEL_UNSPECIFIED);  // no linux entry
+  // No linux entry: the projection is unsupported (the snapshot itself keeps "no entry").
+  EXPECT_EQ(projected.interaction(), v1::SUPPORT_LEVEL_UNSUPPORTED);
 }
 
 TEST(Snapshot, AdapterJsonHasFullDeclaration) {
