@@ -8,6 +8,7 @@
 #include "engine/view.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/labels.h"
+#include "paths/paths.h"
 
 namespace ktesio::daemon::fleet {
 namespace {
@@ -217,8 +218,11 @@ void RunBatch(engine::Engine& engine, const v1::BatchAgentsRequest& request,
     if (!state.has_value()) {
       v1::BatchResult result;
       result.set_name(name);
-      FillError(contract::MakeError(absl::StatusCode::kNotFound, reason::kNotFound,
-                                    absl::StrCat("no Agent Instance named '", name, "'")),
+      absl::Status invalid = ValidateInstanceName(name);  // a malformed name: usage, not absence
+      FillError(invalid.ok()
+                    ? contract::MakeError(absl::StatusCode::kNotFound, reason::kNotFound,
+                                          absl::StrCat("no Agent Instance named '", name, "'"))
+                    : invalid,
                 &result);
       done(std::move(result));
       continue;

@@ -15,6 +15,7 @@
 #include "ktesio/contract/json_writer.h"
 #include "ktesio/contract/status_macros.h"
 #include "logs/segments.h"
+#include "paths/paths.h"
 #include "supervisor/internal.h"
 #include "supervisor/runtime.h"
 
@@ -64,6 +65,7 @@ Supervisor::Runtime& Supervisor::RuntimeFor(const store::InstanceRow& row) {
 }
 
 absl::StatusOr<store::InstanceRow> Supervisor::Load(const std::string& name) {
+  KT_RETURN_IF_ERROR(ValidateInstanceName(name));  // a malformed name is a usage error (exit 2)
   KT_ASSIGN_OR_RETURN(std::optional<store::InstanceRow> row, store_.FindInstance(name));
   if (!row.has_value()) {
     return contract::MakeError(absl::StatusCode::kNotFound, reason::kNotFound,

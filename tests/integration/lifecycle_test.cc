@@ -318,6 +318,43 @@ TEST_F(LifecycleTest, InvalidTransitionsExit4) {
   EXPECT_EQ(daemon_.Ctl({"agent", "show", "t"}).exit_code, 3);
 }
 
+TEST_F(LifecycleTest, MalformedNamesAreUsageErrorsOnEveryVerb) {
+  // Exit 2 (INVALID_NAME) whatever the verb, alone or with other names; an unknown but
+  // well-formed name stays exit 3.
+  Register("t", Manifest("--heartbeat-ms 1000"));
+  for (const std::vector<std::string>& verb :
+       std::vector<std::vector<std::string>>{{"agent", "start"},
+                                             {"agent", "stop"},
+                                             {"agent", "restart"},
+                                             {"agent", "pause"},
+                                             {"agent", "resume"},
+                                             {"agent", "show"},
+                                             {"agent", "remove"}}) {
+    for (const char* bad : {"../x", "a b", "Upper"}) {
+      std::vector<std::string> args = verb;
+      args.insert(args.end(), {"--json", bad});
+      RunResult r = daemon_.Ctl(args);
+      EXPECT_EQ(r.exit_code, 2) << verb[1] << " " << bad << "\n" << r.out << r.err;
+      EXPECT_NE(r.out.find("INVALID_NAME"), std::string::npos) << verb[1] << " " << bad << r.out;
+    }
+    std::vector<std::string> unknown = verb;
+    unknown.push_back("nope");
+    EXPECT_EQ(daemon_.Ctl(unknown).exit_code, 3) << verb[1];
+    if (verb[1] == "show") {
+      continue;  // one name only
+    }
+    std::vector<std::string> several = verb;  // the worst per-instance code wins: at least 2
+    several.insert(several.end(), {"--json", "t", "../x"});
+    RunResult many = daemon_.Ctl(several);
+    EXPECT_NE(many.exit_code, 0) << verb[1];
+    EXPECT_NE(many.exit_code, 3) << verb[1] << many.out;
+    EXPECT_NE(many.out.find("INVALID_NAME"), std::string::npos) << verb[1] << many.out;
+  }
+  RunResult send = daemon_.Ctl({"agent", "send", "../x", "hello"});
+  EXPECT_EQ(send.exit_code, 2) << send.err;
+  EXPECT_EQ(daemon_.Ctl({"agent", "show", "t", "--json"}).exit_code, 0);  // nothing changed
+}
+
 TEST_F(LifecycleTest, CrashRestartsAtOnceThenBacksOff) {
   Register("crashy", Manifest("--crash-after-ms 500 --exit-code 3"));
   // A 3 s back-off window: wide enough for the polls below on a loaded (sanitizer) run.
