@@ -82,7 +82,7 @@ Kit::Kit(const Options& options, c::AdapterDeclaration declaration)
 }
 
 SectionResult Kit::Run(const std::string& section) {
-  SectionResult result{section, kFail, ""};
+  SectionResult result{section, kFail, "", ""};
   Deadline deadline(options_.section_timeout);
   deadline_ = &deadline;
   absl::StatusOr<Outcome> outcome = Dispatch(section);
@@ -100,6 +100,7 @@ SectionResult Kit::Run(const std::string& section) {
   provider_.reset();
   deadline_ = nullptr;
   if (result.status == kPass) {
+    result.note = std::move(result.reason);  // what the pass could not exercise, if anything
     result.reason.clear();
   }
   return result;

@@ -51,7 +51,7 @@ Report RunKit(const Options& options) {
     for (const std::string& s : selected) {
       report.sections.push_back(
           {s, kFail,
-           "the subject's declaration is invalid: " + std::string(adapter.status().message())});
+           "the subject's declaration is invalid: " + std::string(adapter.status().message()), ""});
     }
     return report;
   }

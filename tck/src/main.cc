@@ -186,6 +186,11 @@ absl::StatusOr<std::unique_ptr<PrivateDaemon>> DaemonUnderTest(const std::string
 void PrintReport(const Report& report, bool json, bool subject_program) {
   if (json) {
     std::cout << ktesio::tck::ReportJson(report) << "\n";
+    for (const auto& s : report.sections) {
+      if (!s.note.empty()) {
+        std::cerr << "ktesio-tck: note: " << s.section << ": " << s.note << "\n";
+      }
+    }
     return;
   }
   std::cout << "adapter " << report.adapter_kind << " (contract 1.0.0)"
@@ -194,6 +199,9 @@ void PrintReport(const Report& report, bool json, bool subject_program) {
     std::cout << s.section << "  " << s.status;
     if (!s.reason.empty()) {
       std::cout << "  " << s.reason;
+    }
+    if (!s.note.empty()) {
+      std::cout << "  (" << s.note << ")";
     }
     std::cout << "\n";
   }

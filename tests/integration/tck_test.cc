@@ -139,6 +139,21 @@ TEST(TckTest, CapabilitiesWithoutALinuxEntryProjectToUnsupported) {
             Expect({{"pause", "not_applicable"}, {"metering_engine_observed", "not_applicable"}}));
 }
 
+TEST(TckTest, AMappingThatCanNeverDeliverIsReportedNotPassedSilently) {
+  RunResult r = Tck(
+      {"--manifest", Fixture("undocumented-config-key"), "--section", "config_mapping", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  Json doc;
+  ASSERT_EQ(Statuses(r, &doc),
+            (std::vector<std::pair<std::string, std::string>>{{"config_mapping", "pass"}}));
+  EXPECT_NE(r.err.find("note: config_mapping: not exercised: temperature"), std::string::npos)
+      << r.err;
+  RunResult text =
+      Tck({"--manifest", Fixture("undocumented-config-key"), "--section", "config_mapping"});
+  EXPECT_NE(text.out.find("config_mapping  pass  (not exercised: temperature"), std::string::npos)
+      << text.out;
+}
+
 TEST(TckTest, SubjectModePassesAWellBehavedSubject) {
   RunResult r = Tck({"--manifest", Fixture("subject-well-behaved"), "--subject-program", "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

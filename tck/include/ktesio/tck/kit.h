@@ -20,6 +20,10 @@ struct SectionResult {
   std::string section;
   std::string status;  // "pass" | "fail" | "not_applicable"
   std::string reason;  // empty for pass
+  // A pass's note on what the section could not exercise (say, a mapped config key the daemon
+  // refuses to set). Not part of the JSON report's result, whose pass carries no reason: the
+  // runner prints it in the text report and, with --json, on stderr.
+  std::string note;
 };
 
 struct Report {
