@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/text.h"
 
@@ -58,6 +59,15 @@ absl::StatusOr<std::string> NormalizeHomeRelativePath(std::string_view path) {
   }
   if (segments.empty()) {
     return Reject(path, "it names the home itself, not a file");
+  }
+  // The engine's own files and directories in the home: a rendered target there would overwrite
+  // the registration, the operator's config or the logs (compared without case, for the
+  // file systems that ignore it).
+  for (std::string_view owned : kEngineOwnedHomeEntries) {
+    if (absl::EqualsIgnoreCase(absl::string_view(segments[0].data(), segments[0].size()),
+                               absl::string_view(owned.data(), owned.size()))) {
+      return Reject(path, Cat("'", owned, "' is the engine's own"));
+    }
   }
   return Join(segments, "/");
 }

@@ -25,6 +25,9 @@ TEST(HomePathTest, Normalizes) {
       {"..a/b", "..a/b"},  // a segment merely starting with dots is a name
       {"a/...", "a/..."},
       {"a/c:d", "a/c:d"},
+      {"config/config.toml", "config/config.toml"},  // only the home's own entries are taken
+      {"logs.toml", "logs.toml"},
+      {"memory-notes/x.toml", "memory-notes/x.toml"},
   };
   for (const auto& [input, expected] : cases) {
     absl::StatusOr<std::string> normalized = NormalizeHomeRelativePath(input);
@@ -52,6 +55,13 @@ TEST(HomePathTest, Rejects) {
       {"./", "names the home itself"},
       {"a/..", "names the home itself"},
       {std::string("a\0b", 3), "NUL byte"},
+      {"config.toml", "'config.toml' is the engine's own"},
+      {"./Config.TOML", "'config.toml' is the engine's own"},
+      {"adapter.json", "'adapter.json' is the engine's own"},
+      {"x/../effective-config.json", "'effective-config.json' is the engine's own"},
+      {"logs/output-00000001.log", "'logs' is the engine's own"},
+      {"run/exit", "'run' is the engine's own"},
+      {"memory/notes.toml", "'memory' is the engine's own"},
   };
   for (const auto& [input, expected] : cases) {
     absl::StatusOr<std::string> normalized = NormalizeHomeRelativePath(input);

@@ -22,7 +22,12 @@ namespace ktesio::contract {
 // Returns InvalidArgument (reason MANIFEST_INVALID) when `path` is empty, contains a NUL byte,
 // is absolute (starts with '/' or '\', which covers UNC "\\server\share" and "//server"), starts
 // with a Windows drive ("C:", "C:\x", "C:x"), escapes the home through "..", or normalizes to the
-// home itself (".", "a/..").
+// home itself (".", "a/.."), or when its first segment is one of the engine's own entries in the
+// home (kEngineOwnedHomeEntries, compared without case).
 absl::StatusOr<std::string> NormalizeHomeRelativePath(std::string_view path);
+
+// What the engine writes in an Agent Home itself; no `file` target may name these or lie below.
+inline constexpr std::string_view kEngineOwnedHomeEntries[] = {
+    "adapter.json", "config.toml", "effective-config.json", "logs", "run", "memory"};
 
 }  // namespace ktesio::contract
