@@ -16,6 +16,7 @@
 
 #include "config/errors.h"
 #include "config/toml_io.h"
+#include "ktesio/contract/toml_depth.h"
 
 namespace ktesio::daemon::config::internal {
 namespace {
@@ -70,6 +71,9 @@ void Walk(const toml::table& table, std::vector<std::string>& path, std::vector<
 
 absl::StatusOr<std::vector<TomlLeaf>> ParseTomlLeaves(std::string_view text,
                                                       std::string_view source) {
+  if (std::optional<contract::TomlTooDeep> deep = contract::FindTooDeepNesting(text)) {
+    return ConfigInvalid(Cat(source, ":", deep->line, ": ", deep->message));
+  }
   toml::parse_result result = toml::parse(text, source);
   if (!result) {
     const toml::parse_error& error = result.error();

@@ -13,6 +13,7 @@
 #include "daemon/options.h"
 #include "fs/fs.h"
 #include "ktesio/contract/text.h"
+#include "ktesio/contract/toml_depth.h"
 #include "paths/paths.h"
 #include "telemetry/metrics_server.h"
 
@@ -212,6 +213,9 @@ absl::Status ApplyConfigFile(const std::string& path, bool required, DaemonOptio
       return absl::OkStatus();
     }
     return text.status();
+  }
+  if (std::optional<contract::TomlTooDeep> deep = contract::FindTooDeepNesting(*text)) {
+    return BadOption(Cat(path, ":", deep->line, ": ", deep->message));
   }
   toml::parse_result parsed = toml::parse(*text, path);
   if (!parsed) {

@@ -6,6 +6,7 @@
 
 #include "ktesio/contract/suggest.h"
 #include "ktesio/contract/text.h"
+#include "ktesio/contract/toml_depth.h"
 #include "toml.h"
 
 namespace ktesio::contract {
@@ -195,6 +196,10 @@ FleetFileParse ParseFleetFile(std::string_view text, std::string_view path) {
   FleetFileParse result;
   result.spec.path = ToStd(path);
   Problems problems(path, &result.problems);
+  if (std::optional<TomlTooDeep> deep = FindTooDeepNesting(text)) {
+    problems.Add(deep->line, deep->message);
+    return result;
+  }
   toml::parse_result parsed = toml::parse(text, path);
   if (!parsed) {
     const toml::parse_error& error = parsed.error();

@@ -8,6 +8,7 @@
 #include "ktesio/contract/semver.h"
 #include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/text.h"
+#include "ktesio/contract/toml_depth.h"
 #include "ktesio/contract/validation.h"
 #include "manifest_context.h"
 
@@ -267,6 +268,9 @@ absl::StatusOr<AdapterDeclaration> ParseDocument(const ManifestContext& context,
 absl::StatusOr<AdapterDeclaration> ParseManifest(std::string_view toml_text,
                                                  std::string_view source_name) {
   const ManifestContext context(source_name);
+  if (std::optional<TomlTooDeep> deep = FindTooDeepNesting(toml_text)) {
+    return context.Error(Cat("line ", deep->line, ": ", deep->message));
+  }
   toml::parse_result parsed = toml::parse(toml_text, source_name);
   if (!parsed) {
     const toml::parse_error& error = parsed.error();

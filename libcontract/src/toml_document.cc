@@ -10,6 +10,7 @@
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/status_macros.h"
 #include "ktesio/contract/text.h"
+#include "ktesio/contract/toml_depth.h"
 #include "ktesio/contract/toml_text.h"
 #include "ktesio/contract/utf8.h"
 #include "ktesio/contract/validation.h"
@@ -108,6 +109,9 @@ absl::StatusOr<std::string> MergeIntoTomlDocument(
     const std::vector<std::pair<std::string, std::string>>& dotted_key_values) {
   if (absl::StatusOr<KeyTree> tree = BuildTree(dotted_key_values); !tree.ok()) {
     return tree.status();
+  }
+  if (std::optional<TomlTooDeep> deep = FindTooDeepNesting(existing)) {
+    return Invalid(Cat("existing document is not accepted: ", deep->line, ": ", deep->message));
   }
   toml::parse_result parsed = toml::parse(existing);
   if (!parsed) {

@@ -124,8 +124,9 @@ TEST_F(RegistryTest, InvalidManifestExits1WithValidationErrorAndWritesNothing) {
 }
 
 TEST_F(RegistryTest, BytesThatAreNotTextAreRefusedClearlyAndWriteNothing) {
-  // A manifest that is not UTF-8, one that is not a regular file (it would never end), and one
-  // over the 1 MiB bound: MANIFEST_INVALID, exit 1, nothing registered.
+  // A manifest that is not UTF-8, one that is not a regular file (it would never end), one over
+  // the 1 MiB bound and one nesting too deep: MANIFEST_INVALID, exit 1, nothing registered, and
+  // the daemon still answers.
   std::string binary = kValidManifest;
   binary += "# \xff\xfe\n";
   struct Case {
@@ -133,10 +134,17 @@ TEST_F(RegistryTest, BytesThatAreNotTextAreRefusedClearlyAndWriteNothing) {
     std::string needle;
   };
   std::string big(2u << 20, '#');
+  // Tables nested 400,000 deep in 800 KiB: a recursive parser's stack would overflow.
+  std::string deep = std::string(kValidManifest) + "[config.a";
+  for (int i = 0; i < 400000; ++i) {
+    deep += ".a";
+  }
+  deep += "]\nenv = \"X\"\n";
   const Case cases[] = {
       {WriteManifest("binary", binary), "not valid UTF-8"},
       {"/dev/zero", "not a regular file"},
       {WriteManifest("big", kValidManifest + big), "larger than 1024 KiB"},
+      {WriteManifest("deep", deep), "tables nest deeper than 64 levels"},
   };
   for (const Case& c : cases) {
     RunResult r = daemon_.Ctl({"agent", "register", "x", "--manifest", c.path, "--json"});
@@ -148,6 +156,7 @@ TEST_F(RegistryTest, BytesThatAreNotTextAreRefusedClearlyAndWriteNothing) {
     EXPECT_NE(lint.err.find(c.needle), std::string::npos) << lint.err;
   }
   EXPECT_EQ(InstanceCount(), 0);
+  EXPECT_EQ(daemon_.Ctl({"daemon", "status"}).exit_code, 0);
   // Arguments and stdin values that are not UTF-8 are usage errors naming the culprit.
   RunResult name = daemon_.Ctl({"agent", "show", "\xff", "--json"});
   EXPECT_EQ(name.exit_code, 2);
