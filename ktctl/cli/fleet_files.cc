@@ -84,12 +84,17 @@ v1::SourceLocation At(const std::string& file, uint32_t line) {
 
 void AddInstance(const std::string& file, const contract::FleetAgentSpec& agent,
                  v1::FleetSpec* fleet, FleetFiles* files) {
+  if (!agent.name_valid) {
+    return;  // reported by the parse; the daemon would only say it again
+  }
   std::vector<std::string>* problems = &files->problems;
   v1::FleetInstanceSpec* spec = fleet->add_instances();
   spec->set_name(agent.name);
   *spec->mutable_location() = At(file, agent.line);
   if (!agent.kind.empty()) {
     spec->set_builtin_kind(agent.kind);
+  } else if (agent.manifest.empty()) {
+    // Neither manifest nor kind: the file's parse already reported it at the agent's line.
   } else {
     const std::string path = agent.manifest.starts_with("/")
                                  ? agent.manifest

@@ -135,6 +135,7 @@ void ParseAgent(Problems& problems, std::string_view name, const toml::node& nod
   agent.name = ToStd(name);
   agent.line = LineOf(node);
   if (!IsInstanceName(name)) {
+    agent.name_valid = false;
     problems.Add(node, Cat("invalid instance name '", name,
                            "': expected ^[a-z0-9][a-z0-9_-]*$, at most 128 characters"));
   }
@@ -209,6 +210,7 @@ FleetFileParse ParseFleetFile(std::string_view text, std::string_view path) {
   }
   const toml::table& root = parsed.table();
   bool has_fleet = false;
+  bool name_reported = false;  // fleet.name has a problem of its own already
   for (const auto& [raw_key, node] : root) {
     const std::string key = ToStd(raw_key.str());
     if (key == "fleet") {
@@ -229,6 +231,7 @@ FleetFileParse ParseFleetFile(std::string_view text, std::string_view path) {
           result.spec.name = ToStd(s->get());
         } else {
           problems.Add(value, "fleet.name: expected a string");
+          name_reported = true;  // not "missing" as well
         }
       }
     } else if (key == "agents") {
@@ -244,7 +247,7 @@ FleetFileParse ParseFleetFile(std::string_view text, std::string_view path) {
       UnknownKey(problems, node, "the file", key, {"fleet", "agents"});
     }
   }
-  if (!has_fleet || result.spec.name.empty()) {
+  if ((!has_fleet || result.spec.name.empty()) && !name_reported) {
     if (has_fleet && result.spec.name_line != 0) {
       problems.Add(result.spec.name_line, "fleet.name is missing or empty");
     } else {

@@ -185,6 +185,9 @@ absl::StatusOr<Selector> Selector::Parse(std::string_view text) {
       req.key = std::string(words[0]);
       req.op = words[1] == "in" ? Op::kIn : Op::kNotIn;
       const std::string_view inner = part.substr(paren + 1, part.size() - paren - 2);
+      if (Trim(inner).empty()) {  // as Kubernetes: the set of an in/notin holds a value at least
+        return SelectorError(Printable(part), "the set of values in (...) is empty");
+      }
       for (std::string_view v : Split(inner, ',')) {
         req.values.emplace_back(Trim(v));
       }

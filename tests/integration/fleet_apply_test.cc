@@ -141,6 +141,27 @@ modle = "x"
   ASSERT_TRUE(doc.has_value()) << json.out;
   EXPECT_EQ((*doc)["error"]["reason"].string, "FLEET_INVALID");
 
+  // Each problem once: a table with neither manifest nor kind, an invalid name (ktctl's parse
+  // and the daemon both judge names).
+  const std::string once = WriteFleet("once.toml", R"([fleet]
+name = "x"
+
+[agents.neither]
+labels = { a = "b" }
+
+[agents.Bad_Name]
+kind = "mock"
+)");
+  RunResult single = daemon_.Ctl({"apply", "-f", once});
+  EXPECT_EQ(single.exit_code, 2) << single.err;
+  EXPECT_NE(single.err.find("2 problems"), std::string::npos) << single.err;
+  EXPECT_NE(single.err.find("once.toml:4: agents.neither: give exactly one of manifest"),
+            std::string::npos)
+      << single.err;
+  EXPECT_NE(single.err.find("once.toml:7: invalid instance name 'Bad_Name'"), std::string::npos)
+      << single.err;
+  EXPECT_EQ(single.err.find(":0:"), std::string::npos) << single.err;
+
   // Duplicates across files, and a fleet beyond max_instances.
   const std::string dup =
       WriteFleet("dup/b.toml", "[fleet]\nname = \"x\"\n[agents.good]\nkind = \"mock\"\n");

@@ -101,6 +101,14 @@ TEST(FleetFile, SyntaxErrorsAndAMissingFleetName) {
   FleetFileParse unnamed = ParseFleetFile("[agents.a]\nkind = \"mock\"\n", "u.toml");
   ASSERT_EQ(unnamed.problems.size(), 1u);
   EXPECT_NE(unnamed.problems[0].find("missing [fleet] name"), std::string::npos);
+  FleetFileParse typed = ParseFleetFile("[fleet]\nname = 5\n", "t.toml");
+  ASSERT_EQ(typed.problems.size(), 1u) << Joined(typed.problems);  // not "missing" as well
+  EXPECT_NE(typed.problems[0].find("t.toml:2: fleet.name: expected a string"), std::string::npos);
+  FleetFileParse bad_name =
+      ParseFleetFile("[fleet]\nname = \"x\"\n[agents.A]\nkind = \"m\"\n", "n");
+  ASSERT_EQ(bad_name.problems.size(), 1u);
+  ASSERT_EQ(bad_name.spec.agents.size(), 1u);
+  EXPECT_FALSE(bad_name.spec.agents[0].name_valid);  // ktctl does not send it to be judged again
   FleetFileParse duplicate =
       ParseFleetFile("[fleet]\nname=\"x\"\n[agents.a]\nkind=\"m\"\n[agents.a]\nkind=\"m\"\n", "d");
   EXPECT_FALSE(duplicate.problems.empty()) << "a table defined twice is a TOML error";

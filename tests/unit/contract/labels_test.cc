@@ -63,8 +63,8 @@ TEST(Selector, EveryOperator) {
 }
 
 TEST(Selector, MalformedSelectorsNameTheProblem) {
-  for (const char* text :
-       {"team in (a", "team=a,,x=b", "team in a,b)", "Bad Key=1", "k=-v", "k inn (a)", ","}) {
+  for (const char* text : {"team in (a", "team=a,,x=b", "team in a,b)", "Bad Key=1", "k=-v",
+                           "k inn (a)", ",", "team in ()", "team notin ( )"}) {
     EXPECT_TRUE(StatusIs(Selector::Parse(text).status(), absl::StatusCode::kInvalidArgument,
                          reason::kInvalidSelector, "invalid selector"))
         << text;

@@ -17,8 +17,9 @@ namespace ktesio::contract {
 
 struct FleetAgentSpec {
   std::string name;
-  uint32_t line = 0;     // the [agents.NAME] table
-  std::string manifest;  // as written: a dir or file, relative to the fleet file
+  bool name_valid = true;  // false: reported as a problem already (the daemon need not judge it)
+  uint32_t line = 0;       // the [agents.NAME] table
+  std::string manifest;    // as written: a dir or file, relative to the fleet file
   uint32_t manifest_line = 0;
   std::string kind;   // a builtin instead of a manifest
   std::string state;  // "" (leave alone) | "running" | "stopped"
