@@ -1,5 +1,6 @@
 // ktctl agent logs, agent usage, events: reading what the daemon observed.
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -240,20 +241,35 @@ int Events(Context& ctx, const LocalArgs& args) {
     }
     request.set_since_cursor(cursor);
   }
-  request.set_instance(args.Value("--instance").value_or(""));
   request.set_audit(args.Has("--audit"));
-  const std::string selector = args.Value("--selector").value_or("");
+  // Names (operands or --instance, as often as wanted), a selector, or --all (every instance,
+  // as with no selection at all).
+  Targets targets = TargetsFrom(args);
+  for (const std::string& name : args.Values("--instance")) {
+    targets.names.push_back(name);
+  }
+  std::sort(targets.names.begin(), targets.names.end());
+  targets.names.erase(std::unique(targets.names.begin(), targets.names.end()), targets.names.end());
   int code = 0;
   Client* client = ctx.Connect(&code);
   if (client == nullptr) {
     return code;
   }
-  // A selector is resolved once, at the start: the stream shows events of the instances it
-  // matched then (docs/commands.md).
   std::optional<std::set<std::string>> only;
-  if (!selector.empty()) {
-    Targets targets;
-    targets.selector = selector;
+  if (targets.Single()) {
+    request.set_instance(targets.names[0]);  // the daemon filters (and judges the name)
+  } else if (!targets.names.empty() || !targets.selector.empty()) {
+    // Each name must be registered, as with one; a selector is resolved once, at the start: the
+    // stream shows events of the instances it matched then (docs/commands.md).
+    for (const std::string& name : targets.names) {
+      v1::GetAgentRequest get;
+      get.set_name(name);
+      v1::GetAgentResponse got;
+      auto call = client->NewContext();
+      if (grpc::Status status = client->agents().GetAgent(call.get(), get, &got); !status.ok()) {
+        return ctx.Fail(status);
+      }
+    }
     std::optional<std::vector<std::string>> names = ResolveNames(ctx, *client, targets, &code);
     if (!names.has_value()) {
       return code;
@@ -418,18 +434,22 @@ void AddObserveCommands(std::vector<Command>& commands) {
                       "token usage of one instance, of several (one line each), or the Fleet",
                       TargetArgs(Arg::kOptional),
                       Usage});
-  Arg selector = kSelectorArg;
-  selector.group = 1;
-  commands.push_back(
-      {{"events"},
-       "the event stream, resumable from a cursor; --audit: the audit trail instead",
-       {{.name = "--instance", .value = "NAME", .help = "only this instance's events", .group = 1},
-        selector,
-        {.name = "--since",
-         .value = "CURSOR",
-         .help = "resume after this cursor (0: from the start)"},
-        {.name = "--audit", .help = "the audit trail of API calls instead of events"}},
-       Events});
+  std::vector<Arg> events_args =
+      TargetArgs(Arg::kOptional,
+                 {{.name = "--instance",
+                   .value = "NAME",
+                   .help = "only this instance's events (repeatable; the same as a NAME operand)",
+                   .group = 1,
+                   .combinable = true,
+                   .repeatable = true},
+                  {.name = "--since",
+                   .value = "CURSOR",
+                   .help = "resume after this cursor (0: from the start)"},
+                  {.name = "--audit", .help = "the audit trail of API calls instead of events"}});
+  commands.push_back({{"events"},
+                      "the event stream, resumable from a cursor; --audit: the audit trail instead",
+                      events_args,
+                      Events});
 }
 
 }  // namespace ktesio::cli

@@ -2,6 +2,7 @@
 // persistence across a daemon restart (no gap, no duplicate).
 
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -44,12 +45,14 @@ class EventsTest : public ::testing::Test {
   }
 
   // Reads the replay from `since` with a short deadline (the stream stays open for live events).
-  std::vector<Json> Replay(const std::string& since, const std::string& instance = "") {
+  std::vector<Json> Replay(const std::string& since, const std::string& instance = "",
+                           const std::vector<std::string>& selection = {}) {
     std::vector<std::string> args = {"events", "--since", since, "--json"};
     if (!instance.empty()) {
       args.push_back("--instance");
       args.push_back(instance);
     }
+    args.insert(args.end(), selection.begin(), selection.end());
     RunOptions options;
     options.timeout = std::chrono::milliseconds(1500);
     return Lines(daemon_.Ctl(args, options).out);
@@ -85,6 +88,31 @@ TEST_F(EventsTest, ReplayIsOrderedTypedAndFiltered) {
   EXPECT_EQ(after[0]["cursor"].Int(), all[5]["cursor"].Int());
   EXPECT_EQ(daemon_.Ctl({"events", "--instance", "nobody"}).exit_code, 3);
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "b", "--timeout", "0"}).exit_code, 0);
+}
+
+TEST_F(EventsTest, SeveralNamesASelectorOrAll) {
+  // events takes the selection every per-instance verb takes: names (operands or a repeated
+  // --instance), --selector, --all.
+  std::string dir = daemon_.dir() + "/m";
+  ASSERT_EQ(daemon_.Ctl({"agent", "register", "c", "--manifest", dir}).exit_code, 0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "label", "c", "team=x"}).exit_code, 0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a", "b", "c"}).exit_code, 0);
+  auto instances = [](const std::vector<Json>& events) {
+    std::multiset<std::string> out;
+    for (const Json& event : events) {
+      out.insert(event["instance"].string);
+    }
+    return out;
+  };
+  using Set = std::multiset<std::string>;
+  EXPECT_EQ(instances(Replay("0", "", {"a", "c"})), (Set{"a", "a", "c", "c"}));
+  EXPECT_EQ(instances(Replay("0", "a", {"--instance", "b"})), (Set{"a", "a", "b", "b"}));
+  EXPECT_EQ(instances(Replay("0", "", {"--all"})), (Set{"a", "a", "b", "b", "c", "c"}));
+  EXPECT_EQ(instances(Replay("0", "", {"b", "--selector", "team=x"})), (Set{"b", "b", "c", "c"}));
+  EXPECT_EQ(daemon_.Ctl({"events", "a", "nobody"}).exit_code, 3);
+  EXPECT_EQ(daemon_.Ctl({"events", "a", "../x"}).exit_code, 2);
+  EXPECT_EQ(daemon_.Ctl({"events", "a", "--all"}).exit_code, 2);
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "--all", "--timeout", "0"}).exit_code, 0);
 }
 
 TEST_F(EventsTest, LiveEventsArriveAndSurviveARestart) {
