@@ -181,8 +181,11 @@ class Engine {
   int64_t event_counts_cursor_ = 0;
   std::string metrics_address_;
   // gen_ai.client.token.usage of the engine-observed calls since the daemon started, by
-  // (instance, provider, operation, token type); fed by RecordObservedCalls.
-  using GenAiKey = std::tuple<std::string, std::string, std::string, std::string>;
+  // (instance, provider, operation, token type, request model); fed by RecordObservedCalls.
+  // At most kMaxGenAiModels distinct models per instance; calls of further models are observed
+  // without one (the model comes from the agent's requests: bounded, as every label is).
+  using GenAiKey = std::tuple<std::string, std::string, std::string, std::string, std::string>;
+  static constexpr size_t kMaxGenAiModels = 32;
   std::map<GenAiKey, telemetry::TokenHistogram> genai_;
   void ObserveGenAi(const std::string& name, const std::vector<metering::CallRecord>& records);
 

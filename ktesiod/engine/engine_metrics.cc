@@ -43,8 +43,21 @@ void Engine::ObserveGenAi(const std::string& name,
     // is a chat-style generation.
     const std::string provider =
         record.shape == metering::ApiShape::kAnthropicMessages ? "anthropic" : "openai";
-    genai_[{name, provider, "chat", "input"}].Observe(static_cast<double>(record.usage.input));
-    genai_[{name, provider, "chat", "output"}].Observe(static_cast<double>(record.usage.output));
+    std::string model = record.model;
+    if (!model.empty() && !genai_.contains({name, provider, "chat", "input", model})) {
+      size_t models = 0;  // this instance's distinct models so far (input series, one each)
+      for (const auto& [key, unused] : genai_) {
+        models +=
+            std::get<0>(key) == name && std::get<3>(key) == "input" && !std::get<4>(key).empty();
+      }
+      if (models >= kMaxGenAiModels) {
+        model.clear();
+      }
+    }
+    genai_[{name, provider, "chat", "input", model}].Observe(
+        static_cast<double>(record.usage.input));
+    genai_[{name, provider, "chat", "output", model}].Observe(
+        static_cast<double>(record.usage.output));
   }
 }
 
@@ -88,8 +101,8 @@ absl::Status Engine::CollectMetrics(telemetry::MetricsSnapshot* snapshot,
   event_counts_cursor_ = events.last_cursor;
   snapshot->events_by_type = event_counts_;
   for (const auto& [key, histogram] : genai_) {
-    const auto& [agent, provider, operation, token_type] = key;
-    snapshot->genai.push_back({agent, provider, operation, token_type, histogram});
+    const auto& [agent, provider, operation, token_type, model] = key;
+    snapshot->genai.push_back({agent, provider, operation, token_type, model, histogram});
   }
   return absl::OkStatus();
 }

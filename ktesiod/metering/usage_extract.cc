@@ -96,14 +96,70 @@ ApiShape ShapeOfTarget(std::string_view target) {
   return ApiShape::kOther;
 }
 
+namespace {
+
+// A model name fit for a metric attribute: bounded, printable.
+bool AcceptableModel(std::string_view model) {
+  if (model.empty() || model.size() > RequestPlan::kMaxModelBytes) {
+    return false;
+  }
+  return std::none_of(model.begin(), model.end(),
+                      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+// When a body's first member is "model" with a string value (as most clients write it), reads
+// it into `model` without parsing the rest and returns true. False: the body must be parsed to
+// know (the model comes later, or the body is not what it seems).
+bool LeadingModel(std::string_view body, std::string& model) {
+  size_t at = 0;
+  auto skip_space = [&] {
+    while (at < body.size() &&
+           (body[at] == ' ' || body[at] == '\t' || body[at] == '\n' || body[at] == '\r')) {
+      ++at;
+    }
+  };
+  skip_space();
+  if (at >= body.size() || body[at] != '{') {
+    return false;
+  }
+  ++at;
+  skip_space();
+  constexpr std::string_view kKey = "\"model\"";
+  if (body.substr(at, kKey.size()) != kKey) {
+    return false;
+  }
+  at += kKey.size();
+  skip_space();
+  if (at >= body.size() || body[at] != ':') {
+    return false;
+  }
+  ++at;
+  skip_space();
+  if (at >= body.size() || body[at] != '"') {
+    return false;
+  }
+  std::string value;
+  if (!json::DecodeString(body, at, value).empty()) {
+    return false;
+  }
+  model = AcceptableModel(value) ? std::move(value) : "";
+  return true;
+}
+
+}  // namespace
+
 RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body) {
   RequestPlan plan;
   if (method != "POST") {
     return plan;
   }
   plan.shape = ShapeOfTarget(target);
-  if (plan.shape == ApiShape::kOther || body.find("\"stream\"") == std::string_view::npos) {
-    return plan;  // nothing to rewrite: no need to parse the body
+  if (plan.shape == ApiShape::kOther) {
+    return plan;
+  }
+  const bool may_stream = body.find("\"stream\"") != std::string_view::npos;
+  if (!may_stream && LeadingModel(body, plan.model)) {
+    return plan;  // nothing to rewrite, and the model leads: no need to parse the body
   }
   // The body is validated whole, but only its top level is built: most of a model call's body is
   // conversation history, which a full parse would copy string by string before the first byte
@@ -111,6 +167,13 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
   std::optional<json::Value> root = json::ParseShallow(body);
   if (!root.has_value() || root->kind != json::Kind::kObject) {
     return plan;  // relayed untouched; the provider judges it
+  }
+  if (const json::Value* model = root->Find("model");
+      model != nullptr && model->kind == json::Kind::kString) {
+    plan.model = AcceptableModel(model->text) ? model->text : "";
+  }
+  if (!may_stream) {
+    return plan;
   }
   const json::Value* stream = root->Find("stream");
   plan.streaming = stream != nullptr && stream->kind == json::Kind::kBool && stream->boolean;

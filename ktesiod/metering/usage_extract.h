@@ -36,6 +36,10 @@ struct RequestPlan {
   bool streaming = false;           // a JSON body with "stream": true
   bool injected = false;            // include_usage was added by the proxy
   std::optional<std::string> body;  // the rewritten body, when rewritten
+  // The top-level "model" string of a model call's body, "" when absent, not a string, longer
+  // than kMaxModelBytes or holding control characters (gen_ai.request.model, "when known").
+  std::string model;
+  static constexpr size_t kMaxModelBytes = 128;
 };
 RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body);
 

@@ -41,6 +41,7 @@ struct GenAiTokenUsage {
   std::string provider;    // gen_ai.provider.name: "openai" | "anthropic"
   std::string operation;   // gen_ai.operation.name: "chat"
   std::string token_type;  // gen_ai.token.type: "input" | "output"
+  std::string model;       // gen_ai.request.model, "" when not known
   TokenHistogram tokens;
 };
 

@@ -216,11 +216,14 @@ void ProxyAndDaemonMetrics(const MetricsSnapshot& s, Metrics& m) {
         errors);
   std::vector<std::pair<Attributes, TokenHistogram>> genai;
   for (const GenAiTokenUsage& u : s.genai) {
-    genai.emplace_back(Attributes{{"gen_ai.operation.name", u.operation},
-                                  {"gen_ai.provider.name", u.provider},
-                                  {"gen_ai.token.type", u.token_type},
-                                  {"ktesio.agent", u.agent}},
-                       u.tokens);
+    Attributes attributes = {{"gen_ai.operation.name", u.operation},
+                             {"gen_ai.provider.name", u.provider}};
+    if (!u.model.empty()) {
+      attributes.emplace_back("gen_ai.request.model", u.model);
+    }
+    attributes.emplace_back("gen_ai.token.type", u.token_type);
+    attributes.emplace_back("ktesio.agent", u.agent);
+    genai.emplace_back(std::move(attributes), u.tokens);
   }
   m.Histograms("gen_ai.client.token.usage", "{token}",
                "Number of input and output tokens used, per model call.", genai);

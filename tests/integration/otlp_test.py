@@ -198,6 +198,7 @@ def main() -> int:
             p = points[token_type]
             assert attrs(p)["gen_ai.provider.name"] == "openai"
             assert attrs(p)["gen_ai.operation.name"] == "chat"
+            assert attrs(p).get("gen_ai.request.model") == "m", attrs(p)  # the requests' model
             assert p["count"] == "2", p  # two calls with usage; the no-usage call is not one
             assert float(p["sum"]) == e_usage[key], (p["sum"], e_usage[key])
         calls = {attrs(p)["usage"]: p["asInt"]

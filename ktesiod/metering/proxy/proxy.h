@@ -52,6 +52,7 @@ struct CallRecord {
   bool known = false;  // false: a model call whose usage was absent or cut off
   TokenUsage usage;
   unsigned status = 0;
+  std::string model;  // the request's "model" when known (RequestPlan::model), else ""
 };
 
 // What the proxy measured for one instance since the daemon started (for the metrics endpoint).

@@ -94,6 +94,7 @@ void MeteringProxy::Impl::Report(const std::string& instance, const RequestPlan&
   record.known = outcome == ResponseMeter::Outcome::kKnown;
   record.usage = meter.usage();
   record.status = status;
+  record.model = plan.model;
   // Hand records over in small batches: a cross-thread wakeup per call would cost the calls
   // themselves latency. The batch window bounds how late a budget sees the usage.
   batch.push_back(std::move(record));

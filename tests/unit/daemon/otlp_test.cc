@@ -160,10 +160,13 @@ TEST(RenderOtlpJson, ResourceSumsAndTheGenAiHistogram) {
   a->mutable_usage()->set_cumulative_input_tokens(9007199254740993ull);  // > 2^53: exact
   a->mutable_usage()->set_cumulative_dollars(1500000);
   s.counters["e"].known_calls = 2;
-  GenAiTokenUsage input{"e", "openai", "chat", "input", {}};
+  GenAiTokenUsage input{"e", "openai", "chat", "input", "", {}};
   input.tokens.Observe(10);
   input.tokens.Observe(300);
   s.genai.push_back(input);
+  GenAiTokenUsage modelled{"e", "openai", "chat", "output", "gpt-4o", {}};
+  modelled.tokens.Observe(5);
+  s.genai.push_back(modelled);
   OtlpConfig config;
   config.service_name = "kt";
   config.resource_attributes = {{"deployment.environment", "ci"}, {"service.name", "ignored"}};
@@ -199,8 +202,11 @@ TEST(RenderOtlpJson, ResourceSumsAndTheGenAiHistogram) {
   EXPECT_EQ(Attribute(h, "gen_ai.token.type"), "input");
   EXPECT_EQ(Attribute(h, "gen_ai.provider.name"), "openai");
   EXPECT_EQ(Attribute(h, "gen_ai.operation.name"), "chat");
-  EXPECT_EQ(Attribute(h, "gen_ai.request.model"), "<absent>");
+  EXPECT_EQ(Attribute(h, "gen_ai.request.model"), "<absent>");  // not known: not set
   EXPECT_EQ(h["count"].string, "2");
+  const Json& with_model = (*genai)["histogram"]["dataPoints"].array[1];
+  EXPECT_EQ(Attribute(with_model, "gen_ai.request.model"), "gpt-4o");
+  EXPECT_EQ(Attribute(with_model, "gen_ai.token.type"), "output");
   EXPECT_EQ(h["sum"].number, "310");
   ASSERT_EQ(h["bucketCounts"].array.size(), h["explicitBounds"].array.size() + 1);
   // 10 falls in (4, 16], 300 in (256, 1024].

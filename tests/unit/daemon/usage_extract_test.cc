@@ -279,6 +279,36 @@ TEST(PlanRequestTest, InjectsIncludeUsageOnlyWhenTheClientDidNotAsk) {
   EXPECT_EQ(PlanRequest("GET", "/v1/chat/completions", "").shape, ApiShape::kOther);
 }
 
+TEST(PlanRequestTest, TheRequestModelWhenItIsKnown) {
+  struct Case {
+    std::string body;
+    std::string model;
+  };
+  const std::string history(70000, 'x');
+  const Case cases[] = {
+      {R"({"model":"gpt-4o","messages":[]})", "gpt-4o"},           // leading: not parsed
+      {R"( { "model" : "gpt-4o" , "stream" : true })", "gpt-4o"},  // streamed: parsed
+      {R"({"messages":[{"content":"\"model\":\"no\""}],"model":"m2"})", "m2"},  // after the rest
+      {R"({"model":"gpt\u002d4","messages":[]})", "gpt-4"},                     // escapes decoded
+      {R"({"model":"a","model":"b"})", "a"},                                    // leading one wins
+      {R"({"messages":[],"model":"a","model":"b"})", "b"},                      // as Find: the last
+      {R"({"model":7,"messages":[]})", ""},                                     // not a string
+      {R"({"model":"tab\there"})", ""},                         // a control character
+      {R"({"model":")" + std::string(129, 'm') + R"("})", ""},  // too long for a label
+      {R"({"model":")" + std::string(128, 'm') + R"("})", std::string(128, 'm')},
+      {R"({"messages":[)", ""},  // not JSON
+      {R"({"messages":[{"content":")" + history + R"("}],"model":"late"})", "late"},
+      {"[]", ""},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(PlanRequest("POST", "/v1/chat/completions", c.body).model, c.model)
+        << c.body.substr(0, 120);
+  }
+  EXPECT_EQ(PlanRequest("POST", "/v1/messages", R"({"model":"claude"})").model, "claude");
+  EXPECT_EQ(PlanRequest("POST", "/v1/files", R"({"model":"x"})").model, "");  // no model call
+  EXPECT_EQ(PlanRequest("GET", "/v1/chat/completions", R"({"model":"x"})").model, "");
+}
+
 TEST(ResponseMeterTest, JsonBodiesOfEveryFormat) {
   struct Case {
     ApiShape shape;
