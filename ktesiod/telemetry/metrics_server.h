@@ -32,8 +32,9 @@ struct ListenAddress {
 };
 
 // "127.0.0.1:9464", "[::1]:9464", "localhost:9464", "unix:/run/ktesio/metrics.sock", or any other
-// "IP:PORT" (e.g. "0.0.0.0:9464"). Host names other than localhost are refused: the address is
-// bound, not resolved. Errors: INVALID_ARGUMENT naming what is wrong.
+// "HOST:PORT" (e.g. "0.0.0.0:9464", "metrics.example:9464"). A host name (other than localhost)
+// is resolved here, once, to its first address, which is what gets bound. Errors:
+// INVALID_ARGUMENT naming what is wrong (a name that does not resolve included).
 absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text);
 
 class MetricsServer {
