@@ -105,13 +105,19 @@ int ReadMany(Context& ctx, Client& client, const v1::LogFilter& filter,
   return worst;
 }
 
-// Follows several instances at once, one stream each, interleaving their lines as they come
-// (each prefixed with its instance). Ends when every stream has ended, or on Ctrl-C.
+// Follows several instances at once, one stream each (each line prefixed with its instance).
+// Each stream's first message holds its retained lines (FollowLogsResponse.retained): those of
+// every instance are merged in time order and printed first, then live lines as they come. Ends
+// when every stream has ended, or on Ctrl-C.
 int FollowMany(Context& ctx, Client& client, const v1::LogFilter& filter,
                const std::vector<std::string>& names) {
   absl::Mutex mu;
   int worst = kExitOk;
   const size_t width = Widest(names);
+  size_t pending = names.size();  // streams whose retained lines have not arrived
+  bool live = false;              // the merged retained lines are out: print as lines come
+  std::vector<v1::LogLine> retained;
+  std::vector<std::string> notes;  // end notes that came with retained lines
   std::vector<std::thread> threads;
   for (const std::string& name : names) {
     threads.emplace_back([&, name] {
@@ -122,8 +128,22 @@ int FollowMany(Context& ctx, Client& client, const v1::LogFilter& filter,
       std::unique_ptr<grpc::ClientReader<v1::FollowLogsResponse>> reader =
           client.logs().FollowLogs(&call, request);
       v1::FollowLogsResponse response;
+      bool first = true;
       while (reader->Read(&response)) {
         absl::MutexLock lock(&mu);
+        if (first) {
+          first = false;
+          --pending;
+          if (response.retained()) {
+            retained.insert(retained.end(), response.lines().begin(), response.lines().end());
+            if (!response.end_note().empty()) {
+              notes.push_back(absl::StrCat("ktctl: ", name, ": ", response.end_note()));
+            }
+            mu.Await(absl::Condition(&live));
+            continue;
+          }
+          mu.Await(absl::Condition(&live));  // a daemon without the field: all of it is live
+        }
         PrintLines(ctx, response.lines(), true, width);
         if (!response.end_note().empty()) {
           Err(absl::StrCat("ktctl: ", name, ": ", response.end_note()));
@@ -131,10 +151,29 @@ int FollowMany(Context& ctx, Client& client, const v1::LogFilter& filter,
       }
       grpc::Status status = reader->Finish();
       absl::MutexLock lock(&mu);
+      if (first) {
+        --pending;  // ended before its first message
+      }
       if (!status.ok()) {
         worst = std::max(worst, ctx.Fail(status));
       }
     });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    // Every stream sends its retained lines at once; a daemon that predates the field sends
+    // nothing until there is output, so the merge does not wait for it for long.
+    mu.AwaitWithTimeout(absl::Condition(
+                            +[](size_t* left) { return *left == 0; }, &pending),
+                        absl::Seconds(5));
+    std::stable_sort(
+        retained.begin(), retained.end(),
+        [](const v1::LogLine& a, const v1::LogLine& b) { return a.at_unix_ms() < b.at_unix_ms(); });
+    PrintLines(ctx, retained, true, width);
+    for (const std::string& note : notes) {
+      Err(note);
+    }
+    live = true;
   }
   for (std::thread& thread : threads) {
     thread.join();

@@ -72,6 +72,7 @@ uint64_t LogFeed::Follow(const store::InstanceRow& row, const logs::LogQuery& qu
   const std::string log_dir = row.home + "/logs";
   logs::Position position;
   v1::FollowLogsResponse retained;
+  retained.set_retained(true);  // sent first, even empty: live lines follow it
   std::vector<logs::LogRecord> kept = logs::ReadRetained(log_dir, query, &position);
   if (!no_retained) {
     AddLines(row.name, std::move(kept), retained.mutable_lines());
@@ -83,9 +84,7 @@ uint64_t LogFeed::Follow(const store::InstanceRow& row, const logs::LogQuery& qu
     end(absl::OkStatus());
     return 0;
   }
-  if (!retained.lines().empty()) {
-    emit(std::move(retained));
-  }
+  emit(std::move(retained));
   const uint64_t id = next_id_++;
   const std::string name = row.name;
   Following& follow = follows_[id];

@@ -368,6 +368,19 @@ TEST_F(FleetApplyTest, LogsAndUsageOfSeveralInstancesArePrefixedWithTheirNames) 
   EXPECT_EQ(retained.exit_code, 0) << retained.err;
   EXPECT_LT(retained.out.find("echo: one"), retained.out.find("echo: two")) << "time order";
 
+  // Following, the retained lines of every instance come first, merged in time order (not one
+  // instance's block after another's), then live ones.
+  EXPECT_EQ(daemon_.Ctl({"agent", "send", "web-1", "three"}).exit_code, 0);
+  RunOptions brief;
+  brief.timeout = std::chrono::milliseconds(1500);
+  RunResult merged = daemon_.Ctl({"agent", "logs", "-f", "web-1", "w2", "--stream", "out"}, brief);
+  const size_t one = merged.out.find("echo: one");
+  const size_t two = merged.out.find("echo: two");
+  const size_t three = merged.out.find("echo: three");
+  ASSERT_NE(three, std::string::npos) << merged.out;
+  EXPECT_LT(one, two) << merged.out;
+  EXPECT_LT(two, three) << merged.out;
+
   RunResult usage = daemon_.Ctl({"agent", "usage", "--selector", "app=web", "--json"});
   EXPECT_EQ(usage.exit_code, 0) << usage.err;
   std::optional<Json> doc = ParseJson(usage.out);
