@@ -13,8 +13,9 @@ namespace {
 // The shared failure of every Parse* below: the value as written plus the closed set it must
 // belong to, so an operator can fix a typo without opening the docs.
 absl::Status NotInEnum(std::string_view what, std::string_view value, std::string_view allowed) {
-  return MakeError(absl::StatusCode::kInvalidArgument, reason::kManifestInvalid,
-                   Cat("invalid ", what, " '", value, "': expected one of ", allowed));
+  return MakeError(
+      absl::StatusCode::kInvalidArgument, reason::kManifestInvalid,
+      Cat("invalid ", what, " '", text::Escape(value), "': expected one of ", allowed));
 }
 
 }  // namespace

@@ -20,6 +20,23 @@ using text::ToStd;
 namespace {
 
 using internal::ManifestContext;
+
+// The kind and display name end up in tables, JSON and logs: bounded, and no control characters
+// (a terminal escape in a kind would reach every `agent list`).
+constexpr size_t kMaxKindBytes = 128;
+constexpr size_t kMaxDisplayNameBytes = 256;
+
+std::string_view DisplayTextProblem(std::string_view text, size_t max_bytes) {
+  if (text.size() > max_bytes) {
+    return max_bytes == kMaxKindBytes ? "is longer than 128 bytes" : "is longer than 256 bytes";
+  }
+  for (char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return "holds a control character";
+    }
+  }
+  return "";
+}
 using internal::ParseOp;
 using internal::RequiredString;
 
@@ -65,11 +82,18 @@ absl::StatusOr<AdapterDeclaration> ParseAdapterSection(const ManifestContext& co
   if (!kind.ok()) {
     return kind.status();
   }
+  if (std::string_view problem = DisplayTextProblem(*kind, kMaxKindBytes); !problem.empty()) {
+    return context.Error((*adapter)->get("kind")->source(), Cat("'kind' in [adapter] ", problem));
+  }
   declaration.kind = *std::move(kind);
   if (const toml::node* name = (*adapter)->get("name")) {
     absl::StatusOr<std::string> display_name = context.String(*name, "'name' in [adapter]");
     if (!display_name.ok()) {
       return display_name.status();
+    }
+    if (std::string_view problem = DisplayTextProblem(*display_name, kMaxDisplayNameBytes);
+        !problem.empty()) {
+      return context.Error(name->source(), Cat("'name' in [adapter] ", problem));
     }
     declaration.display_name = *std::move(display_name);
   }

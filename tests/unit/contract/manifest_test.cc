@@ -422,6 +422,28 @@ TEST(ManifestTest, ClosedEnumsRejectUnknownValues) {
                               "channel 'grpc': expected one of stdio, http"));
 }
 
+TEST(ManifestTest, KindAndNameAreBoundedPrintableText) {
+  auto with_adapter = [](const std::string& lines) {
+    std::string manifest = kMinimalManifest;
+    manifest.replace(manifest.find("kind = \"k\"\n"), 11, lines);
+    return manifest;
+  };
+  EXPECT_TRUE(IsOk(Parse(with_adapter("kind = \"" + std::string(128, 'k') + "\"\n"))));
+  EXPECT_TRUE(ManifestInvalid(Parse(with_adapter("kind = \"" + std::string(129, 'k') + "\"\n")),
+                              "'kind' in [adapter] is longer than 128 bytes"));
+  EXPECT_TRUE(ManifestInvalid(Parse(with_adapter("kind = \"a\\nb\"\n")),
+                              "'kind' in [adapter] holds a control character"));
+  EXPECT_TRUE(ManifestInvalid(Parse(with_adapter("kind = \"a\\u001b[31m\"\n")),
+                              "'kind' in [adapter] holds a control character"));
+  EXPECT_TRUE(IsOk(Parse(with_adapter("kind = \"k\"\nname = \"My Agent — v2\"\n"))));
+  EXPECT_TRUE(ManifestInvalid(Parse(with_adapter("kind = \"k\"\nname = \"a\\tb\"\n")),
+                              "'name' in [adapter] holds a control character"));
+  // An enum's bad value is quoted escaped, never raw.
+  absl::StatusOr<AdapterDeclaration> raw =
+      Parse(With("[capabilities.interaction]\nlinux = \"x\\u0000\\u001b\"\n"));
+  EXPECT_TRUE(ManifestInvalid(raw, "invalid support level 'x\\x00\\x1b'")) << raw.status();
+}
+
 TEST(ManifestTest, InteractionSectionWithoutChannelMeansStdio) {
   absl::StatusOr<AdapterDeclaration> parsed = Parse(With("[interaction]\n"));
   ASSERT_TRUE(IsOk(parsed));
