@@ -134,7 +134,7 @@ int FollowMany(Context& ctx, Client& client, const v1::LogFilter& filter,
         if (first) {
           first = false;
           --pending;
-          if (response.retained()) {
+          if (response.retained() && !live) {
             retained.insert(retained.end(), response.lines().begin(), response.lines().end());
             if (!response.end_note().empty()) {
               notes.push_back(absl::StrCat("ktctl: ", name, ": ", response.end_note()));
@@ -142,7 +142,9 @@ int FollowMany(Context& ctx, Client& client, const v1::LogFilter& filter,
             mu.Await(absl::Condition(&live));
             continue;
           }
-          mu.Await(absl::Condition(&live));  // a daemon without the field: all of it is live
+          // A daemon without the field (all of it is live), or retained lines later than the
+          // merge waited for: printed as they come.
+          mu.Await(absl::Condition(&live));
         }
         PrintLines(ctx, response.lines(), true, width);
         if (!response.end_note().empty()) {
