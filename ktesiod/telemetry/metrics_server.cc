@@ -3,8 +3,6 @@
 // <utility> first: Boost 1.74's asio/awaitable.hpp uses std::exchange without including it.
 #include <utility>
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -99,27 +97,14 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text) {
     if (host.empty()) {
       return Invalid(text, "expected HOST:PORT, [IPv6]:PORT or unix:/path");
     }
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    const int rc = getaddrinfo(std::string(host).c_str(), nullptr, &hints, &found);
-    if (rc != 0 || found == nullptr) {
+    asio::io_context io;
+    tcp::resolver resolver(io);
+    const tcp::resolver::results_type found = resolver.resolve(std::string(host), "", ec);
+    if (ec || found.empty()) {
       return Invalid(text, absl::StrCat("cannot resolve the host '", host, "' (",
-                                        rc != 0 ? gai_strerror(rc) : "no address", ")"));
+                                        ec ? ec.message() : "no address", ")"));
     }
-    char literal[INET6_ADDRSTRLEN] = {};
-    const void* raw = found->ai_family == AF_INET6
-                          ? static_cast<const void*>(
-                                &reinterpret_cast<const sockaddr_in6*>(found->ai_addr)->sin6_addr)
-                          : static_cast<const void*>(
-                                &reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr);
-    const bool converted = inet_ntop(found->ai_family, raw, literal, sizeof(literal)) != nullptr;
-    freeaddrinfo(found);
-    ip = converted ? asio::ip::make_address(literal, ec) : asio::ip::address();
-    if (!converted || ec) {
-      return Invalid(text, absl::StrCat("the host '", host, "' resolved to no usable address"));
-    }
+    ip = found.begin()->endpoint().address();
   }
   address.ip = ip.to_string();
   address.loopback = ip.is_loopback();
