@@ -49,6 +49,7 @@ v1::AgentInstance BuildInstanceView(const store::InstanceRow& row) {
     view.set_failed_cause(row.cause);
   }
   view.set_restart_count(static_cast<uint32_t>(row.restart_count));
+  view.set_restarts_total(static_cast<uint64_t>(row.restarts_total));
   view.set_restart_policy(v1::RESTART_POLICY_ON_FAILURE);
   view.set_agent_home(row.home);
   view.set_registered_at_unix_ms(row.registered_at_ms);

@@ -176,6 +176,13 @@ INSERT INTO usage_ledger (instance_id, run, sequence, input_tokens, output_token
 DROP TABLE usage_events;
 ALTER TABLE usage_ledger RENAME TO usage_events;
 )sql",
+    // 11: automatic restarts over the instance's whole life (the ktesio_agent_restarts_total
+    // counter), which an operator start does not reset as it resets restart_count. An older
+    // store knows only the count since the last operator start; that is where it begins.
+    R"sql(
+ALTER TABLE instances ADD COLUMN restarts_total INTEGER NOT NULL DEFAULT 0;
+UPDATE instances SET restarts_total = restart_count;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == kSchemaVersion);
@@ -183,7 +190,7 @@ static_assert(kMigrationCount == kSchemaVersion);
 constexpr const char* kInstanceColumns =
     "id, name, kind, snapshot, state, cause, state_since_ms, restart_count, registered_at_ms, "
     "home, pid, pid_start_time, started_at_ms, current_run, memory_kind, shim_pid, "
-    "shim_start_time, boot_id, crash_streak, last_exit";
+    "shim_start_time, boot_id, crash_streak, last_exit, restarts_total";
 
 InstanceRow ReadInstance(const Statement& stmt) {
   InstanceRow row;
@@ -207,6 +214,7 @@ InstanceRow ReadInstance(const Statement& stmt) {
   row.boot_id = stmt.ColumnText(17);
   row.crash_streak = stmt.ColumnInt(18);
   row.last_exit = stmt.ColumnText(19);
+  row.restarts_total = stmt.ColumnInt(20);
   return row;
 }
 
@@ -337,13 +345,13 @@ absl::Status Store::UpdateInstance(const InstanceRow& row) {
           "UPDATE instances SET state = ?2, cause = ?3, state_since_ms = ?4, restart_count = ?5, "
           "pid = ?6, pid_start_time = ?7, started_at_ms = ?8, current_run = ?9, memory_kind = ?10, "
           "shim_pid = ?11, shim_start_time = ?12, boot_id = ?13, crash_streak = ?14, last_exit = "
-          "?15 "
+          "?15, restarts_total = ?16 "
           "WHERE id = ?1"));
   stmt.Bind(1, row.id).Bind(2, row.state).Bind(3, row.cause).Bind(4, row.state_since_ms);
   stmt.Bind(5, row.restart_count).Bind(6, row.pid).Bind(7, row.pid_start_time);
   stmt.Bind(8, row.started_at_ms).Bind(9, row.current_run).Bind(10, row.memory_kind);
   stmt.Bind(11, row.shim_pid).Bind(12, row.shim_start_time).Bind(13, row.boot_id);
-  stmt.Bind(14, row.crash_streak).Bind(15, row.last_exit);
+  stmt.Bind(14, row.crash_streak).Bind(15, row.last_exit).Bind(16, row.restarts_total);
   return stmt.Run();
 }
 

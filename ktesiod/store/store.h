@@ -20,7 +20,7 @@
 namespace ktesio::daemon::store {
 
 // The schema version this binary writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 
 // How many events a reader of the event log takes at once (the event feed's batch), and so the
 // most events one span row holds (LedgerWriter): each read of a span copies and splits its whole
@@ -41,7 +41,7 @@ struct InstanceRow {
   std::string state;     // wire string, e.g. "registered"
   std::string cause;
   int64_t state_since_ms = 0;
-  int64_t restart_count = 0;
+  int64_t restart_count = 0;  // automatic restarts since the last operator start
   int64_t registered_at_ms = 0;
   std::string home;
   std::optional<int64_t> pid;
@@ -52,9 +52,10 @@ struct InstanceRow {
   // The write-ahead spawn record: who runs the agent, verified by pid + start time.
   std::optional<int64_t> shim_pid;
   std::optional<int64_t> shim_start_time;
-  std::string boot_id;       // the kernel boot the processes belong to
-  int64_t crash_streak = 0;  // consecutive crashes (restart backoff)
-  std::string last_exit;     // "exit code 3", "signal 9 (SIGKILL)", ...
+  std::string boot_id;         // the kernel boot the processes belong to
+  int64_t crash_streak = 0;    // consecutive crashes (restart backoff)
+  std::string last_exit;       // "exit code 3", "signal 9 (SIGKILL)", ...
+  int64_t restarts_total = 0;  // automatic restarts over the instance's life, never reset
 };
 
 // The two persisted logs. Each has its own cursor sequence, so the audit trail never leaves gaps

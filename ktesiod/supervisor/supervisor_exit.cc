@@ -164,6 +164,7 @@ void Supervisor::FireRestart(const std::string& name, uint64_t generation, int64
   rt.restart_pending = false;
   rt.restart_delay_ms = delay_ms;
   row->restart_count += 1;
+  row->restarts_total += 1;
   Launch(std::move(*row), true);
 }
 

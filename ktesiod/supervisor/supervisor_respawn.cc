@@ -174,6 +174,7 @@ bool Supervisor::ApplyRespawn(store::InstanceRow& row, const process::Respawned&
 void Supervisor::BeginRespawnedRun(store::InstanceRow& row, const process::Respawned& respawned) {
   Runtime& rt = RuntimeFor(row);
   row.restart_count += 1;
+  row.restarts_total += 1;
   row.current_run += 1;
   row.pid = respawned.agent.pid;
   row.pid_start_time = respawned.agent.start_time;

@@ -163,10 +163,10 @@ void RenderAgents(const MetricsSnapshot& s, Writer& w) {
     }
   }
   w.Family("ktesio_agent_restarts_total", "counter",
-           "Automatic restarts since the last operator start (which resets it).");
+           "Automatic restarts over the agent's life (an operator start does not reset it).");
   for (const v1::AgentInstance& a : agents) {
     w.Sample("ktesio_agent_restarts_total", Labels({{"agent", a.name()}}),
-             std::to_string(a.restart_count()));
+             std::to_string(a.restarts_total()));
   }
   w.Family("ktesio_agent_tokens_total", "counter", "Tokens in the usage ledger, over every run.");
   for (const v1::AgentInstance& a : agents) {

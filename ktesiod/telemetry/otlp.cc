@@ -157,7 +157,7 @@ void AgentMetrics(const MetricsSnapshot& s, Metrics& m) {
       state_of.push_back(
           {{{"ktesio.agent", agent}, {"state", name}}, a.state() == state ? 1.0 : 0});
     }
-    restarts.push_back({{{"ktesio.agent", agent}}, a.restart_count()});
+    restarts.push_back({{{"ktesio.agent", agent}}, a.restarts_total()});
     tokens.push_back(
         {{{"ktesio.agent", agent}, {"direction", "input"}}, a.usage().cumulative_input_tokens()});
     tokens.push_back(
@@ -187,7 +187,8 @@ void AgentMetrics(const MetricsSnapshot& s, Metrics& m) {
   m.Gauge("ktesio.agent.state", "1", "1 for the state the agent is in, 0 for the others.",
           state_of);
   m.Sum("ktesio.agent.restarts", "{restart}",
-        "Automatic restarts since the last operator start (which resets it).", restarts);
+        "Automatic restarts over the agent's life (an operator start does not reset it).",
+        restarts);
   m.Sum("ktesio.agent.tokens", "{token}", "Tokens in the usage ledger, over every run.", tokens);
   m.Sum("ktesio.agent.model_calls", "{call}",
         "Model calls seen by the metering proxy, by whether the provider reported usage.", calls);

@@ -3,6 +3,7 @@
 // equal what `ktctl` shows (ledger counters continue across a daemon SIGKILL); per-agent CPU and
 // memory of the process tree; a removed instance's series disappear; promtool accepts the text.
 
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -260,6 +261,37 @@ TEST_F(MetricsTest, FiguresEqualTheCliAndContinueAcrossADaemonCrash) {
   EXPECT_TRUE(WaitFor([&] { return Scrape().find("agent=\"s\"") == std::string::npos; }));
   EXPECT_NE(Scrape().find("agent=\"e\""), std::string::npos);
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "e"}).exit_code, 0);
+}
+
+// ktesio_agent_restarts_total is a counter: an operator stop and start resets the restart_count
+// of agent list, but the counter keeps growing, also across a daemon crash.
+TEST_F(MetricsTest, TheRestartCounterNeverGoesBackwards) {
+  RegisterSelfReported("r", "--heartbeat-ms 60000");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "r"}).exit_code, 0);
+  auto show = [&] {
+    std::optional<Json> shown = ParseJson(daemon_.Ctl({"agent", "show", "r", "--json"}).out);
+    return shown.has_value() ? (*shown)["instance"] : Json();
+  };
+  const int64_t first = show()["pid"].Int();
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(kill(static_cast<pid_t>(first), SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] {
+    const Json now = show();
+    return now["restart_count"].Int() == 1 && now["state"].string == "running";
+  })) << daemon_.Ctl({"agent", "show", "r"}).out;
+  EXPECT_EQ(SampleValue(Scrape(), "ktesio_agent_restarts_total{agent=\"r\"}"), "1");
+
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "r"}).exit_code, 0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "r"}).exit_code, 0);
+  EXPECT_EQ(show()["restart_count"].Int(), 0) << "an operator start resets the restart count";
+  EXPECT_TRUE(WaitFor([&] {
+    return SampleValue(Scrape(), "ktesio_agent_restarts_total{agent=\"r\"}") == "1";
+  })) << Scrape();
+
+  daemon_.Kill();
+  ASSERT_TRUE(daemon_.Start({"--metrics-listen", "127.0.0.1:0"})) << daemon_.DaemonLog();
+  EXPECT_EQ(SampleValue(Scrape(), "ktesio_agent_restarts_total{agent=\"r\"}"), "1");
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "r"}).exit_code, 0);
 }
 
 TEST_F(MetricsTest, UpstreamErrorsAreCountedByReason) {

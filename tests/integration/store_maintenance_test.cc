@@ -99,7 +99,7 @@ TEST(StoreMaintenance, BackupWhileAgentsReportUsageRestoresTheSameLedgerInstance
   const std::string backup = source.dir() + "/backup.db";
   RunResult made = source.Ctl({"daemon", "backup", backup});
   ASSERT_EQ(made.exit_code, 0) << made.err;
-  EXPECT_NE(made.out.find("schema version 10"), std::string::npos) << made.out;
+  EXPECT_NE(made.out.find("schema version 11"), std::string::npos) << made.out;
   EXPECT_FALSE(fs::exists(backup + ".partial"));
   // The copy is consistent: every run's totals equal its ledger rows, at one instant.
   EXPECT_EQ(Rows(backup, "PRAGMA integrity_check"), std::vector<std::string>{"ok"});

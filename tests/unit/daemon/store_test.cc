@@ -64,11 +64,13 @@ TEST_F(StoreTest, InsertFindListUpdateDelete) {
   changed.state = "running";
   changed.pid = 1234;
   changed.restart_count = 2;
+  changed.restarts_total = 7;
   KT_ASSERT_OK(store->UpdateInstance(changed));
   auto again = store->FindInstance("b");
   EXPECT_EQ((*again)->state, "running");
   EXPECT_EQ((*again)->pid, 1234);
   EXPECT_EQ((*again)->restart_count, 2);
+  EXPECT_EQ((*again)->restarts_total, 7);
 
   KT_ASSERT_OK(store->DeleteInstance(changed.id));
   EXPECT_FALSE(store->FindInstance("b")->has_value());

@@ -226,7 +226,39 @@ TEST_F(SupervisorTest, CrashesRestartWithExponentialBackoff) {
     EXPECT_EQ(StateOf("a"), "running");
   }
   EXPECT_EQ(Row("a").restart_count, 3);
+  EXPECT_EQ(Row("a").restarts_total, 3);
   EXPECT_EQ(Row("a").crash_streak, 3);
+}
+
+// restart_count is since the last operator start; restarts_total (the Prometheus counter) only
+// grows: an operator stop and start must not read to a scraper as a counter reset.
+TEST_F(SupervisorTest, AnOperatorStartResetsRestartCountButNotTheLifetimeTotal) {
+  Register("a");
+  StartRunning("a");
+  for (int crash = 0; crash < 2; ++crash) {
+    backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});
+    Settle();
+    Advance(milliseconds(crash == 0 ? 0 : 1000));
+    Advance(kReadiness);
+    ASSERT_EQ(StateOf("a"), "running") << "crash " << crash + 1;
+  }
+  EXPECT_EQ(Row("a").restart_count, 2);
+  EXPECT_EQ(Row("a").restarts_total, 2);
+  Outcome stopped;
+  supervisor_->Stop("a", std::nullopt, Record(stopped));
+  Settle();
+  ASSERT_TRUE(stopped.called);
+  ASSERT_EQ(StateOf("a"), "stopped");
+  StartRunning("a");
+  EXPECT_EQ(Row("a").restart_count, 0);
+  EXPECT_EQ(Row("a").restarts_total, 2);
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});
+  Settle();
+  Advance(milliseconds(0));  // the streak started over: the first crash restarts at once
+  Advance(kReadiness);
+  ASSERT_EQ(StateOf("a"), "running");
+  EXPECT_EQ(Row("a").restart_count, 1);
+  EXPECT_EQ(Row("a").restarts_total, 3);
 }
 
 TEST_F(SupervisorTest, TheCrashLoopBoundEndsRestarts) {
@@ -545,6 +577,7 @@ TEST_F(SupervisorTest, ARunningRunGrantsItsShimTheImmediateRestartAndARelaunchIs
   EXPECT_EQ(Row("a").shim_pid.value_or(0), shim);
   EXPECT_EQ(Row("a").last_exit, "signal 9 (SIGKILL)");
   EXPECT_EQ(Row("a").restart_count, 1);
+  EXPECT_EQ(Row("a").restarts_total, 1);
   EXPECT_EQ(Row("a").crash_streak, 1);
   EXPECT_EQ(Row("a").current_run, 2);
   Advance(kReadiness);

@@ -33,7 +33,8 @@ MetricsSnapshot Sample() {
   a->set_name("alpha");
   a->set_kind("echo \"quoted\" \\ kind");
   a->set_state(v1::AGENT_STATE_RUNNING);
-  a->set_restart_count(3);
+  a->set_restart_count(1);  // since the last operator start; the counter is the lifetime total
+  a->set_restarts_total(3);
   a->set_metering_source(v1::METERING_SOURCE_ENGINE_OBSERVED);
   a->mutable_usage()->set_cumulative_input_tokens(1234567890123);
   a->mutable_usage()->set_cumulative_output_tokens(7);
