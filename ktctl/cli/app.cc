@@ -10,6 +10,7 @@
 #include "cli/output.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/json_writer.h"
 #include "ktesio/contract/suggest.h"
 #include "ktesio/contract/utf8.h"
 #include "ktesio/v1/version.h"
@@ -44,14 +45,31 @@ std::string HelpText() {
   return out;
 }
 
+// `--version`: the client's versions, and the daemon's when it answers within 2 s (never an
+// error: exit 0 either way). With --json the daemon's part is omitted when unreachable.
 int PrintVersion(Context& ctx) {
-  Out(absl::StrCat("ktctl ", std::string(v1::kKtesioVersion), " (api ",
-                   std::string(v1::kApiVersion), ", contract ",
-                   std::string(contract::kContractVersion), ")\n"));
   Client client(ctx.socket_path, std::chrono::milliseconds(2000));
   v1::GetVersionResponse version;
   CallError error;
-  if (client.Handshake(&version, &error)) {
+  const bool reachable = client.Handshake(&version, &error);
+  if (ctx.global.json) {
+    contract::JsonWriter json;
+    json.BeginObject().Key("schema_version").Int(1).Key("client").BeginObject();
+    json.Key("version").String(v1::kKtesioVersion).Key("api_version").String(v1::kApiVersion);
+    json.Key("contract_version").String(contract::kContractVersion).EndObject();
+    json.Key("socket").String(ctx.socket_path).Key("daemon_reachable").Bool(reachable);
+    if (reachable) {
+      json.Key("daemon").BeginObject().Key("version").String(version.daemon_version());
+      json.Key("api_version").String(version.api_version());
+      json.Key("contract_version").String(version.contract_version()).EndObject();
+    }
+    Out(json.EndObject().Take() + "\n");
+    return kExitOk;
+  }
+  Out(absl::StrCat("ktctl ", std::string(v1::kKtesioVersion), " (api ",
+                   std::string(v1::kApiVersion), ", contract ",
+                   std::string(contract::kContractVersion), ")\n"));
+  if (reachable) {
     Out(absl::StrCat("ktesiod ", version.daemon_version(), " (api ", version.api_version(),
                      ", contract ", version.contract_version(), ") at ", ctx.socket_path, "\n"));
   } else {

@@ -326,6 +326,18 @@ TEST(Ktctl, HelpAndVersionExitZero) {
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_NE(version.out.find("ktctl 0."), std::string::npos);
   EXPECT_NE(version.out.find("not reachable"), std::string::npos);
+  // --json: the client's part only, and the daemon's absence said as a boolean (exit 0 still).
+  RunResult json = RunProcess({KtctlPath(), "--socket", dir / "none.sock", "--version", "--json"});
+  EXPECT_EQ(json.exit_code, 0);
+  std::optional<Json> doc = ParseJson(json.out);
+  ASSERT_TRUE(doc.has_value()) << json.out;
+  EXPECT_EQ(doc->Keys(),
+            (std::vector<std::string>{"schema_version", "client", "socket", "daemon_reachable"}));
+  EXPECT_EQ((*doc)["client"].Keys(),
+            (std::vector<std::string>{"version", "api_version", "contract_version"}));
+  EXPECT_EQ((*doc)["client"]["contract_version"].string, "1.0.0");
+  EXPECT_EQ((*doc)["socket"].string, dir / "none.sock");
+  EXPECT_FALSE((*doc)["daemon_reachable"].boolean);
 }
 
 TEST(Ktctl, VersionNamesReachableDaemon) {
@@ -335,6 +347,12 @@ TEST(Ktctl, VersionNamesReachableDaemon) {
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_NE(version.out.find("ktesiod 0."), std::string::npos) << version.out;
   EXPECT_NE(version.out.find("contract 1.0.0"), std::string::npos) << version.out;
+  std::optional<Json> doc = ParseJson(daemon.Ctl({"--version", "--json"}).out);
+  ASSERT_TRUE(doc.has_value());
+  EXPECT_TRUE((*doc)["daemon_reachable"].boolean);
+  EXPECT_EQ((*doc)["daemon"].Keys(),
+            (std::vector<std::string>{"version", "api_version", "contract_version"}));
+  EXPECT_EQ((*doc)["daemon"]["version"].string, (*doc)["client"]["version"].string);
 }
 
 TEST(Ktctl, CompletionScriptsComeFromTheCommandTable) {
