@@ -23,6 +23,22 @@ void PrintNotices(const google::protobuf::RepeatedPtrField<std::string>& notices
   }
 }
 
+// A config value as JSON: a number or a boolean where the daemon typed it so (and the text has
+// that form: anything else, e.g. from a faulty server, stays a string), a string otherwise.
+void WriteValue(contract::JsonWriter& json, const v1::ConfigEntry& entry) {
+  const std::string& value = entry.value();
+  if (entry.value_type() == v1::CONFIG_VALUE_TYPE_INTEGER && !value.empty() && value.size() <= 20 &&
+      value.find_first_not_of("0123456789") == std::string::npos &&
+      (value.size() == 1 || value.front() != '0')) {
+    json.Raw(value);
+  } else if (entry.value_type() == v1::CONFIG_VALUE_TYPE_BOOLEAN &&
+             (value == "true" || value == "false")) {
+    json.Bool(value == "true");
+  } else {
+    json.String(value);
+  }
+}
+
 int ConfigSet(Context& ctx, const LocalArgs& args) {
   v1::SetConfigRequest request;
   request.set_name(args.positionals[0]);
@@ -38,7 +54,8 @@ int ConfigSet(Context& ctx, const LocalArgs& args) {
   if (ctx.global.json) {
     contract::JsonWriter json;
     json.BeginObject().Key("schema_version").Int(1).Key("entry").BeginObject();
-    json.Key("key").String(response.entry().key()).Key("value").String(response.entry().value());
+    json.Key("key").String(response.entry().key()).Key("value");
+    WriteValue(json, response.entry());
     json.Key("source").String(response.entry().source());
     json.Key("unvalidated").Bool(response.entry().unvalidated()).EndObject().EndObject();
     Out(json.Take() + "\n");
@@ -65,7 +82,8 @@ int ConfigGet(Context& ctx, const LocalArgs& args) {
     contract::JsonWriter json;
     json.BeginObject().Key("schema_version").Int(1).Key("entries").BeginArray();
     for (const v1::ConfigEntry& entry : response.entries()) {
-      json.BeginObject().Key("key").String(entry.key()).Key("value").String(entry.value());
+      json.BeginObject().Key("key").String(entry.key()).Key("value");
+      WriteValue(json, entry);
       json.Key("source").String(entry.source()).Key("unvalidated").Bool(entry.unvalidated());
       json.EndObject();
     }
@@ -269,7 +287,9 @@ void AddConfigCommands(std::vector<Command>& commands) {
       {{"agent", "config", "set"},
        "validate and set one key in the instance layer",
        {kName,
-        {.name = "KEY", .help = "a key the adapter declares", .need = Arg::kRequired},
+        {.name = "KEY",
+         .help = "a unified key (model, budget.*, cost.*, restart.*, ...) or agent.<tail>",
+         .need = Arg::kRequired},
         {.name = "VALUE",
          .help = "the value (secret:NAME refers to a stored secret)",
          .need = Arg::kRequired}},

@@ -1,6 +1,7 @@
 // The v1 edge of configuration, secrets and memory backings.
 
 #include "api/rpc.h"
+#include "config/keys.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/status_macros.h"
 
@@ -12,6 +13,16 @@ void FillEntry(const config::Entry& from, v1::ConfigEntry* to) {
   to->set_value(from.value);
   to->set_source(from.source);
   to->set_unvalidated(from.unvalidated);
+  switch (config::JsonKindOf(from.key, from.value)) {
+    case config::TomlKind::kInteger:
+      to->set_value_type(v1::CONFIG_VALUE_TYPE_INTEGER);
+      break;
+    case config::TomlKind::kBoolean:
+      to->set_value_type(v1::CONFIG_VALUE_TYPE_BOOLEAN);
+      break;
+    case config::TomlKind::kString:
+      break;
+  }
 }
 
 absl::StatusOr<engine::Configuration::MemoryKind> MemoryKindOf(v1::MemoryKind kind) {

@@ -281,6 +281,23 @@ TomlKind TomlKindOf(std::string_view key) {
   }
 }
 
+TomlKind JsonKindOf(std::string_view key, std::string_view value) {
+  switch (TomlKindOf(key)) {
+    case TomlKind::kInteger:
+      // A JSON number: digits without a leading zero, at most INT64_MAX's 19.
+      return !value.empty() && value.size() <= 19 && (value.size() == 1 || value[0] != '0') &&
+                     std::all_of(value.begin(), value.end(),
+                                 [](char c) { return c >= '0' && c <= '9'; })
+                 ? TomlKind::kInteger
+                 : TomlKind::kString;
+    case TomlKind::kBoolean:
+      return value == "true" || value == "false" ? TomlKind::kBoolean : TomlKind::kString;
+    case TomlKind::kString:
+      break;
+  }
+  return TomlKind::kString;
+}
+
 absl::Status ValidateKey(std::string_view key, Writer writer) {
   const KeySpec* spec = FindKey(key);
   if (spec != nullptr) {

@@ -66,6 +66,11 @@ bool IsPassThroughKey(std::string_view key);
 // The TOML type a key's value is stored as (strings for pass-through and unknown keys).
 TomlKind TomlKindOf(std::string_view key);
 
+// The JSON type of a displayed value (config get/set --json, effective-config.json): a number or
+// a boolean where the key's TOML type is one and `value` is in that form (a masked secret or an
+// unvalidated hand edit stays a string); a string otherwise.
+TomlKind JsonKindOf(std::string_view key, std::string_view value);
+
 // Who writes a value: operators (config set, the instance file, adapter kind defaults) may not
 // touch reserved keys; the engine's invocation-override layer writes only those.
 enum class Writer { kOperator, kEngine };

@@ -95,16 +95,19 @@ std::string EntriesJson(const std::vector<Entry>& entries) {
   contract::JsonWriter json;
   json.BeginObject().Key("schema_version").Int(1).Key("entries").BeginArray();
   for (const Entry& entry : entries) {
-    json.BeginObject()
-        .Key("key")
-        .String(entry.key)
-        .Key("value")
-        .String(entry.value)
-        .Key("source")
-        .String(entry.source)
-        .Key("unvalidated")
-        .Bool(entry.unvalidated)
-        .EndObject();
+    json.BeginObject().Key("key").String(entry.key).Key("value");
+    switch (JsonKindOf(entry.key, entry.value)) {
+      case TomlKind::kInteger:
+        json.Raw(entry.value);  // decimal digits only (JsonKindOf)
+        break;
+      case TomlKind::kBoolean:
+        json.Bool(entry.value == "true");
+        break;
+      case TomlKind::kString:
+        json.String(entry.value);
+        break;
+    }
+    json.Key("source").String(entry.source).Key("unvalidated").Bool(entry.unvalidated).EndObject();
   }
   json.EndArray().EndObject();
   return json.Take();

@@ -82,6 +82,22 @@ TEST_F(ConfigTest, SetGetUnsetWithProvenance) {
   }
   EXPECT_TRUE(saw_model);
   EXPECT_TRUE(saw_default);
+  // Numbers are JSON numbers and booleans booleans (product.md §3); rates are decimal strings.
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "c", "budget.tokens.per_run", "500"}).exit_code,
+            0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "c", "cost.rate.input", "2.5"}).exit_code, 0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "c", "agent.N", "7"}).exit_code, 0);
+  const std::string typed = daemon_.Ctl({"agent", "config", "get", "c", "--json"}).out;
+  for (const std::string& want : {std::string(R"({"key":"budget.tokens.per_run","value":500,)"),
+                                  std::string(R"({"key":"autostart","value":false,)"),
+                                  std::string(R"({"key":"logs.keep","value":3,)"),
+                                  std::string(R"({"key":"cost.rate.input","value":"2.5",)"),
+                                  std::string(R"({"key":"agent.N","value":"7",)")}) {
+    EXPECT_NE(typed.find(want), std::string::npos) << want << " in " << typed;
+  }
+  EXPECT_NE(daemon_.Ctl({"agent", "config", "set", "c", "restart.max_consecutive", "9", "--json"})
+                .out.find(R"("entry":{"key":"restart.max_consecutive","value":9,)"),
+            std::string::npos);
   ASSERT_EQ(daemon_.Ctl({"agent", "config", "unset", "c", "model"}).exit_code, 0);
   EXPECT_EQ(daemon_.Ctl({"agent", "config", "get", "c", "model"}).exit_code, 3);
 }

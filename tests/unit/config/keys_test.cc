@@ -240,6 +240,23 @@ TEST(KeysTest, TomlKinds) {
   EXPECT_EQ(TomlKindOf("agent.X"), TomlKind::kString);
 }
 
+TEST(KeysTest, JsonKindsFollowTheKeyAndTheValuesForm) {
+  EXPECT_EQ(JsonKindOf("logs.keep", "3"), TomlKind::kInteger);
+  EXPECT_EQ(JsonKindOf("logs.keep", "0"), TomlKind::kInteger);
+  EXPECT_EQ(JsonKindOf("budget.tokens.per_run", "9223372036854775807"), TomlKind::kInteger);
+  // Not a JSON number: a string, never invalid JSON.
+  EXPECT_EQ(JsonKindOf("logs.keep", "03"), TomlKind::kString);
+  EXPECT_EQ(JsonKindOf("logs.keep", ""), TomlKind::kString);
+  EXPECT_EQ(JsonKindOf("logs.keep", "-1"), TomlKind::kString);
+  EXPECT_EQ(JsonKindOf("logs.keep", "99999999999999999999"), TomlKind::kString);
+  EXPECT_EQ(JsonKindOf("logs.keep", "secret:****"), TomlKind::kString);
+  EXPECT_EQ(JsonKindOf("autostart", "false"), TomlKind::kBoolean);
+  EXPECT_EQ(JsonKindOf("autostart", "yes"), TomlKind::kString);
+  EXPECT_EQ(JsonKindOf("cost.rate.input", "2"), TomlKind::kString);  // a decimal string (§6)
+  EXPECT_EQ(JsonKindOf("agent.N", "5"), TomlKind::kString);          // pass-through, verbatim
+  EXPECT_EQ(JsonKindOf("model", "true"), TomlKind::kString);
+}
+
 TEST(SecretRefTest, Names) {
   EXPECT_EQ(SecretRefName("secret:A.b_c-9"), "A.b_c-9");
   EXPECT_FALSE(SecretRefName("secret:").has_value());

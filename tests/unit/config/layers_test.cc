@@ -147,6 +147,26 @@ TEST(EntriesJsonTest, ShapeAndEscaping) {
   EXPECT_EQ(EntriesJson({}), "{\"schema_version\":1,\"entries\":[]}");
 }
 
+// product.md §3: numbers are JSON numbers, never strings; booleans likewise. Dollar amounts are
+// decimal strings (§6), and a masked secret stays a string whatever the key.
+TEST(EntriesJsonTest, NumbersAndBooleansAreTyped) {
+  std::vector<Entry> entries = {
+      Entry{"autostart", "true", "instance", false, false},
+      Entry{"budget.tokens.per_run", "9223372036854775807", "instance", false, false},
+      Entry{"cost.rate.input", "2.5", "instance", false, false},
+      Entry{"logs.keep", "secret:****", "instance", false, true},
+  };
+  EXPECT_EQ(EntriesJson(entries),
+            "{\"schema_version\":1,\"entries\":["
+            "{\"key\":\"autostart\",\"value\":true,\"source\":\"instance\",\"unvalidated\":false},"
+            "{\"key\":\"budget.tokens.per_run\",\"value\":9223372036854775807,\"source\":"
+            "\"instance\",\"unvalidated\":false},"
+            "{\"key\":\"cost.rate.input\",\"value\":\"2.5\",\"source\":\"instance\","
+            "\"unvalidated\":false},"
+            "{\"key\":\"logs.keep\",\"value\":\"secret:****\",\"source\":\"instance\","
+            "\"unvalidated\":false}]}");
+}
+
 TEST(SourceNameTest, WireStrings) {
   EXPECT_EQ(SourceName(Source::kEngineDefault), "engine-default");
   EXPECT_EQ(SourceName(Source::kKindDefault), "kind-default");
