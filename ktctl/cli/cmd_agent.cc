@@ -351,7 +351,7 @@ void AddAgentCommands(std::vector<Command>& commands) {
                         .group = 1},
                        {.name = "--kind",
                         .value = "BUILTIN",
-                        .help = "a builtin adapter kind (ktctl daemon status lists them)",
+                        .help = "a builtin adapter kind: hermes or mock",
                         .need = Arg::kRequired,
                         .group = 1}},
                       Register});

@@ -247,17 +247,19 @@ std::string ShowText(const v1::AgentInstance& i) {
   if (!i.proxy_url().empty()) {
     absl::StrAppend(&out, "proxy:           ", i.proxy_url(), "\n");
   }
-  absl::StrAppend(
-      &out, "usage:           ", UsageSummary(i.usage()), " (current run ",
-      i.usage().current_run_input_tokens(), " in / ", i.usage().current_run_output_tokens(), " out",
-      i.usage().has_current_run_dollars()
-          ? absl::StrCat(" ", FormatDollars(i.usage().current_run_dollars()))
-          : std::string(),
-      ")",
-      i.usage().unknown_usage_calls() > 0
-          ? absl::StrCat(", ", i.usage().unknown_usage_calls(), " calls with unknown usage")
-          : std::string(),
-      "\n");
+  absl::StrAppend(&out, "usage:           ", UsageSummary(i.usage()), " (current run ",
+                  i.usage().current_run_input_tokens(), " in / ",
+                  i.usage().current_run_output_tokens(), " out",
+                  i.usage().has_current_run_dollars()
+                      ? absl::StrCat(" ", FormatDollars(i.usage().current_run_dollars()))
+                      : std::string(),
+                  ")",
+                  i.usage().unknown_usage_calls() > 0
+                      ? absl::StrCat(", ", i.usage().unknown_usage_calls(),
+                                     i.usage().unknown_usage_calls() == 1 ? " call" : " calls",
+                                     " with unknown usage")
+                      : std::string(),
+                  "\n");
   absl::StrAppend(&out, "budget:          ", BudgetSummary(i), "\n");
   absl::StrAppend(&out, "memory:          ",
                   i.memory().kind() == v1::MEMORY_KIND_FILESYSTEM ? "filesystem"

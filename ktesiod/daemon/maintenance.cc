@@ -124,7 +124,7 @@ int RunCheck(const DaemonOptions& options) {
   for (const std::string& home : Subdirectories(paths->state_dir + "/agents")) {
     if (!homes.contains(home)) {
       problem("orphaned agent home " + home +
-              " (no instance owns it: left by `agent remove` without --delete-home, or by a "
+              " (no instance owns it: left by `agent remove` without --delete, or by a "
               "restore of an older backup)");
     }
   }

@@ -37,7 +37,7 @@ std::string Ktctl() {
                      "\" \"Ktesio\"\n"
                      ".SH NAME\nktctl \\- drive the Ktesio agent supervisor (ktesiod)\n"
                      ".SH SYNOPSIS\n.B ktctl\n[\\fB\\-\\-socket\\fR \\fIPATH\\fR] "
-                     "[\\fB\\-\\-json\\fR] [\\fB\\-\\-timeout\\fR \\fIDURATION\\fR] "
+                     "[\\fB\\-\\-json\\fR] [\\fB\\-\\-timeout\\fR \\fISECS\\fR] "
                      "\\fICOMMAND\\fR ...\n"
                      ".SH DESCRIPTION\n"
                      "ktctl is a thin client of the ktesio.v1 gRPC API served by ktesiod on a "
