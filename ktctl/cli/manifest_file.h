@@ -7,10 +7,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "ktesio/contract/manifest.h"
 
 namespace ktesio::cli {
 
-inline constexpr size_t kMaxManifestBytes = 1 << 20;  // 1 MiB: a manifest is a few KiB
+using contract::kMaxManifestBytes;  // 1 MiB: a manifest is a few KiB
 
 struct ManifestText {
   std::string path;  // the file actually read

@@ -20,7 +20,7 @@ absl::Status WriteIfChanged(const std::string& path, const std::string& content)
   struct stat info {};
   if (lstat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && (info.st_mode & 07777) == 0600 &&
       static_cast<size_t>(info.st_size) == content.size()) {
-    absl::StatusOr<std::string> existing = fs::ReadFile(path);
+    absl::StatusOr<std::string> existing = fs::ReadRegularFile(path, content.size());
     if (existing.ok() && *existing == content) {
       return absl::OkStatus();
     }
@@ -35,7 +35,9 @@ absl::StatusOr<std::map<std::string, std::string>> ReadExistingTargets(
   std::map<std::string, std::string> existing;
   for (const std::string& relative : relative_paths) {
     KT_RETURN_IF_ERROR(fs::CheckConfined(home, relative));
-    absl::StatusOr<std::string> content = fs::ReadFile(Cat(home, "/", relative));
+    // The agent may have replaced its file with a FIFO or a device: never block or flood on it.
+    absl::StatusOr<std::string> content =
+        fs::ReadRegularFile(Cat(home, "/", relative), fs::kMaxConfigFileBytes);
     if (absl::IsNotFound(content.status())) {
       continue;
     }

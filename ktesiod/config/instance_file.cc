@@ -57,7 +57,8 @@ absl::Status At(const absl::Status& status, std::string_view where) {
 
 // The file's leaves; a missing file has none.
 absl::StatusOr<std::vector<TomlLeaf>> ReadLeaves(const std::string& path) {
-  absl::StatusOr<std::string> text = fs::ReadFile(path);
+  // Hand edits are possible: a FIFO or a device in its place must not block or flood the daemon.
+  absl::StatusOr<std::string> text = fs::ReadRegularFile(path, fs::kMaxConfigFileBytes);
   if (!text.ok()) {
     if (absl::IsNotFound(text.status())) {
       return std::vector<TomlLeaf>();

@@ -85,6 +85,48 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ReadAndClose(fd, path);
 }
 
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_bytes) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    return IoError("cannot open", path, errno);
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return IoError("cannot stat", path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return contract::MakeError(absl::StatusCode::kInvalidArgument, contract::reason::kIoError,
+                               absl::StrCat(path, " is not a regular file"));
+  }
+  std::string content;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      const int err = errno;
+      close(fd);
+      return IoError("cannot read", path, err);
+    }
+    if (n == 0) {
+      break;
+    }
+    if (content.size() + static_cast<size_t>(n) > max_bytes) {
+      close(fd);
+      return contract::MakeError(absl::StatusCode::kInvalidArgument, contract::reason::kIoError,
+                                 absl::StrCat(path, " is larger than ", max_bytes, " bytes"));
+    }
+    content.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return content;
+}
+
 absl::StatusOr<std::string> ReadAndClose(int fd, const std::string& path) {
   std::string content;
   char buffer[65536];

@@ -23,6 +23,15 @@ absl::Status WriteFileAtomic(const std::string& path, std::string_view content, 
 
 // Reads a whole file. Errors: NOT_FOUND/IO_ERROR when missing, INTERNAL/IO_ERROR otherwise.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
+// Reads a whole regular file of at most `max_bytes`, for files whose path or content a client or
+// an operator's hand edit decides: a FIFO, a device or a directory is refused without blocking
+// (opened non-blocking, checked with fstat), and a longer file without reading past the limit.
+// Errors: NOT_FOUND/IO_ERROR when missing; INVALID_ARGUMENT/IO_ERROR naming the path when it is
+// not a regular file or is too large; INTERNAL/IO_ERROR otherwise.
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_bytes);
+// The limit for configuration files an operator or an agent can edit (an instance's config.toml,
+// the files config delivery renders into a home): far above any real one.
+inline constexpr size_t kMaxConfigFileBytes = 16 << 20;
 // Reads what is left of the open descriptor `fd` and closes it, whatever happens; `path` names
 // it in errors. Errors: INTERNAL/IO_ERROR.
 absl::StatusOr<std::string> ReadAndClose(int fd, const std::string& path);

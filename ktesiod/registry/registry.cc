@@ -9,6 +9,7 @@
 #include "fs/fs.h"
 #include "ktesio/contract/adapter.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/manifest.h"
 #include "ktesio/contract/status_macros.h"
 #include "paths/paths.h"
 #include "registry/snapshot.h"
@@ -69,10 +70,15 @@ absl::StatusOr<std::string> ReadManifestAt(const std::string& path, std::string*
   if (resolved_file != nullptr) {
     *resolved_file = file;
   }
-  absl::StatusOr<std::string> content = fs::ReadFile(file);
+  // A client names the path: a FIFO must not block the daemon, nor /dev/zero fill its memory.
+  absl::StatusOr<std::string> content = fs::ReadRegularFile(file, contract::kMaxManifestBytes);
   if (!content.ok() && content.status().code() == absl::StatusCode::kNotFound) {
     return contract::MakeError(absl::StatusCode::kNotFound, reason::kManifestNotFound,
                                absl::StrCat("no adapter.toml at ", file));
+  }
+  if (!content.ok() && content.status().code() == absl::StatusCode::kInvalidArgument) {
+    return contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kManifestInvalid,
+                               std::string(content.status().message()));
   }
   return content;
 }

@@ -48,8 +48,10 @@ class Registry {
 // (validation for fleet files). Errors: as Registry::Register's adapter errors.
 absl::StatusOr<v1::AdapterSnapshot> PreviewSnapshot(const v1::RegisterAgentRequest& request);
 
-// Reads a manifest named by a path that is a directory holding adapter.toml or the file itself.
-// Errors: NOT_FOUND/MANIFEST_NOT_FOUND, INTERNAL/IO_ERROR.
+// Reads a manifest named by a path that is a directory holding adapter.toml or the file itself
+// (a client's RegisterAgent without content): a regular file of at most kMaxManifestBytes, read
+// without blocking on a FIFO or a device. Errors: NOT_FOUND/MANIFEST_NOT_FOUND,
+// INVALID_ARGUMENT/MANIFEST_INVALID (not a regular file, too large), INTERNAL/IO_ERROR.
 absl::StatusOr<std::string> ReadManifestAt(const std::string& path, std::string* resolved_file);
 
 }  // namespace ktesio::daemon::registry

@@ -362,5 +362,22 @@ TEST(DeliveryFilesTest, RefusesSymlinkEscapes) {
                        absl::StatusCode::kInvalidArgument, reason::kConfigInvalid));
 }
 
+// The agent owns its home: a target it replaced with a FIFO (no writer: an open would block the
+// daemon) or a device is refused by name, never read.
+TEST(DeliveryFilesTest, RefusesATargetThatIsNotARegularFile) {
+  TempDir home;
+  ASSERT_EQ(mkfifo(home.File("fifo.toml").c_str(), 0600), 0);
+  ASSERT_EQ(symlink("/dev/zero", home.File("zero.toml").c_str()), 0);
+  EXPECT_TRUE(StatusIs(ReadExistingTargets(home.path(), {"fifo.toml"}),
+                       absl::StatusCode::kInvalidArgument, reason::kIoError,
+                       "fifo.toml is not a regular file"));
+  EXPECT_FALSE(ReadExistingTargets(home.path(), {"zero.toml"}).ok());
+  // Rendering over the FIFO replaces it with the file (atomically), without reading it.
+  DeliveryPlan plan;
+  plan.files = {{"fifo.toml", "x = \"1\"\n"}};
+  EXPECT_TRUE(IsOk(WriteDeliveredFiles(home.path(), plan)));
+  EXPECT_EQ(ReadAll(home.File("fifo.toml")), "x = \"1\"\n");
+}
+
 }  // namespace
 }  // namespace ktesio::daemon::config

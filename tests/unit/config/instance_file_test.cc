@@ -137,6 +137,18 @@ TEST(InstanceFileTest, SetKeepsOtherHandEditedEntries) {
   EXPECT_TRUE(IsOk(instance_file::Load(home.path())));
 }
 
+// A hand edit may leave anything at config.toml: a FIFO must not block the daemon.
+TEST(InstanceFileTest, LoadRefusesAFifoWithoutBlocking) {
+  TempDir home;
+  const std::string path = instance_file::PathIn(home.path());
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  absl::StatusOr<std::map<std::string, std::string>> layer = instance_file::Load(home.path());
+  ASSERT_FALSE(layer.ok());
+  EXPECT_NE(layer.status().message().find("config.toml is not a regular file"),
+            std::string_view::npos)
+      << layer.status();
+}
+
 TEST(InstanceFileTest, LoadReportsPositionsAndRules) {
   TempDir home;
   const std::string path = instance_file::PathIn(home.path());

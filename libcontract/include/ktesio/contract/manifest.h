@@ -3,12 +3,17 @@
 // Parsing and validation of adapter.toml manifests (contract v1). Pure: the caller reads the
 // file; nothing here touches the filesystem.
 
+#include <cstddef>
 #include <string_view>
 
 #include "absl/status/statusor.h"
 #include "ktesio/contract/declaration.h"
 
 namespace ktesio::contract {
+
+// The largest adapter.toml a reader accepts (ktctl, and the daemon when a client names a path):
+// a manifest is a few KiB, and a reader must not be led into reading a device or a huge file.
+inline constexpr size_t kMaxManifestBytes = 1 << 20;
 
 // Parses and validates the manifest `toml_text`. `source_name` (normally the file path) prefixes
 // every error message: "<source_name>:<line>:<column>: <what>" when a position is known (TOML
