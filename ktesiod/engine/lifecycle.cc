@@ -70,6 +70,10 @@ void Lifecycle::RemoveNow(const std::string& name, bool delete_home,
 
 void Lifecycle::StopAll(std::optional<uint32_t> window,
                         std::function<void(absl::StatusOr<StopAllOutcome>)> done) {
+  if (absl::Status status = supervisor::CheckStopWindow(window); !status.ok()) {
+    done(status);
+    return;
+  }
   absl::StatusOr<std::vector<store::InstanceRow>> rows = store_.ListInstances();
   if (!rows.ok()) {
     done(rows.status());

@@ -58,6 +58,13 @@ struct Hooks {
   std::function<void(const std::string& instance, const std::string& problem)> problem;
 };
 
+// The longest graceful stop window a command may ask for (ktctl's --timeout and ktesiod.toml's
+// stop_timeout_secs have the same bound).
+inline constexpr uint32_t kMaxStopWindowSeconds = 86400;
+
+// INVALID_ARGUMENT/INVALID_ARGUMENT when `timeout_seconds` exceeds kMaxStopWindowSeconds.
+absl::Status CheckStopWindow(std::optional<uint32_t> timeout_seconds);
+
 // The outcome of a command: OK (the instance reached its target state, or `failed` for a start
 // whose launch failed) plus notices for the operator.
 using Done = std::function<void(absl::Status status, std::vector<std::string> notices)>;

@@ -13,7 +13,22 @@ namespace ktesio::daemon::supervisor {
 
 namespace reason = contract::reason;
 
+absl::Status CheckStopWindow(std::optional<uint32_t> timeout_seconds) {
+  if (timeout_seconds.value_or(0) > kMaxStopWindowSeconds) {
+    return contract::MakeError(
+        absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
+        absl::StrCat("a stop window of ", *timeout_seconds, " s is too long (at most ",
+                     kMaxStopWindowSeconds, " s, one day)"));
+  }
+  return absl::OkStatus();
+}
+
 void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_seconds, Done done) {
+  // Before anything: a window of 136 years would leave the instance `stopping` for good.
+  if (absl::Status status = CheckStopWindow(timeout_seconds); !status.ok()) {
+    done(status, {});
+    return;
+  }
   absl::StatusOr<store::InstanceRow> row = Load(name);
   if (!row.ok()) {
     done(row.status(), {});
@@ -131,6 +146,10 @@ void Supervisor::ConfirmTimeout(const std::string& name, uint64_t generation) {
 
 void Supervisor::Restart(const std::string& name, std::optional<uint32_t> timeout_seconds,
                          Done done) {
+  if (absl::Status status = CheckStopWindow(timeout_seconds); !status.ok()) {
+    done(status, {});
+    return;
+  }
   absl::StatusOr<store::InstanceRow> row = Load(name);
   if (!row.ok()) {
     done(row.status(), {});

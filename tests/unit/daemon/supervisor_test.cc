@@ -327,6 +327,33 @@ TEST_F(SupervisorTest, AGracefulStopSendsSigtermOnly) {
   EXPECT_FALSE(clock_.NextDueIn().has_value()) << "the stop window timer outlived the stop";
 }
 
+// A raw API call can name any uint32 window: beyond a day it is refused before anything changes
+// (4294967295 s would leave the instance `stopping` for 136 years, refusing every other stop).
+TEST_F(SupervisorTest, AStopWindowBeyondADayIsRefusedAndChangesNothing) {
+  Register("a");
+  StartRunning("a");
+  for (const uint32_t window : {kMaxStopWindowSeconds + 1, 4294967295u}) {
+    Outcome stopped;
+    supervisor_->Stop("a", window, Record(stopped));
+    Settle();
+    ASSERT_TRUE(stopped.called);
+    EXPECT_TRUE(testing::StatusIs(stopped.status, absl::StatusCode::kInvalidArgument,
+                                  contract::reason::kInvalidArgument, "at most 86400 s"));
+    Outcome restarted;
+    supervisor_->Restart("a", window, Record(restarted));
+    Settle();
+    ASSERT_TRUE(restarted.called);
+    EXPECT_EQ(restarted.status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(StateOf("a"), "running");
+  }
+  Outcome stopped;
+  supervisor_->Stop("a", kMaxStopWindowSeconds, Record(stopped));
+  Settle();
+  ASSERT_TRUE(stopped.called);
+  KT_EXPECT_OK(stopped.status);
+  EXPECT_EQ(StateOf("a"), "stopped");
+}
+
 TEST_F(SupervisorTest, AStopEscalatesToSigkillWhenTheWindowEnds) {
   Register("a");
   StartRunning("a");
