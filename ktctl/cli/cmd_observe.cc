@@ -1,6 +1,7 @@
 // ktctl agent logs, agent usage, events: reading what the daemon observed.
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -276,11 +277,12 @@ std::string EventLine(const v1::Event& event) {
 int Events(Context& ctx, const LocalArgs& args) {
   v1::SubscribeEventsRequest request;
   if (std::optional<std::string> since = args.Value("--since")) {
-    uint64_t cursor = 0;
-    if (!absl::SimpleAtoi(*since, &cursor)) {
-      return ctx.Usage(absl::StrCat("--since takes a cursor number, got '", *since, "'"));
+    int64_t cursor = 0;  // cursors are signed 64-bit rowids
+    if (!absl::SimpleAtoi(*since, &cursor) || cursor < 0) {
+      return ctx.Usage(absl::StrCat("--since takes a cursor number from 0 to ",
+                                    std::numeric_limits<int64_t>::max(), ", got '", *since, "'"));
     }
-    request.set_since_cursor(cursor);
+    request.set_since_cursor(static_cast<uint64_t>(cursor));
   }
   request.set_audit(args.Has("--audit"));
   // Names (operands or --instance, as often as wanted), a selector, or --all (every instance,

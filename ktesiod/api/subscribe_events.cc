@@ -1,5 +1,10 @@
 #include "api/subscribe_events.h"
 
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "ktesio/contract/error.h"
+
 namespace ktesio::daemon::api {
 namespace {
 
@@ -15,6 +20,17 @@ SubscribeEventsReactor::SubscribeEventsReactor(ApiContext& api, grpc::CallbackSe
   absl::StatusOr<uid_t> uid = Authorize(api, ctx);
   if (!uid.ok()) {
     End(ToGrpcStatus(uid.status()));
+    return;
+  }
+  // Cursors are SQLite rowids: signed 64-bit. A larger value is no cursor at all (cast, it read
+  // as -1 and replayed everything).
+  if (request.has_since_cursor() &&
+      request.since_cursor() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    End(ToGrpcStatus(contract::MakeError(absl::StatusCode::kInvalidArgument,
+                                         contract::reason::kInvalidArgument,
+                                         absl::StrCat("since_cursor ", request.since_cursor(),
+                                                      " is out of range (cursors are at most ",
+                                                      std::numeric_limits<int64_t>::max(), ")"))));
     return;
   }
   auto link = this->link();

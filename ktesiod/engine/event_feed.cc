@@ -137,7 +137,7 @@ void EventFeed::Audit(uint32_t uid, std::string_view rpc, const std::string& ins
 absl::StatusOr<std::string> EventFeed::PrunedNotice(store::EventLog log, int64_t since,
                                                     int64_t* first_available) {
   KT_ASSIGN_OR_RETURN(*first_available, store_->FirstCursor(log));
-  if (*first_available == 0 || since + 1 >= *first_available) {
+  if (*first_available == 0 || since >= *first_available - 1) {  // (since + 1 may overflow)
     return std::string();
   }
   return absl::StrCat("events after cursor ", since, " up to ", *first_available - 1,

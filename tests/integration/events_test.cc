@@ -61,6 +61,14 @@ class EventsTest : public ::testing::Test {
   DaemonHarness daemon_;
 };
 
+// Cursors are signed 64-bit: a larger --since is a usage error, not a replay from -1.
+TEST_F(EventsTest, ACursorBeyondTheRangeIsRefused) {
+  RunResult r = daemon_.Ctl({"events", "--since", "18446744073709551615"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("from 0 to 9223372036854775807"), std::string::npos) << r.err;
+  EXPECT_EQ(daemon_.Ctl({"events", "--since", "-1"}).exit_code, 2);
+}
+
 TEST_F(EventsTest, ReplayIsOrderedTypedAndFiltered) {
   ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
   ASSERT_EQ(daemon_.Ctl({"agent", "pause", "a"}).exit_code, 0);

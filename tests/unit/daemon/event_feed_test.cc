@@ -4,6 +4,7 @@
 #include "engine/event_feed.h"
 
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "gtest/gtest.h"
@@ -170,6 +171,11 @@ TEST_F(EventFeedTest, AReplayIntoPrunedHistoryStartsWithANoticeOfTheGap) {
   KT_ASSERT_OK(feed_->Subscribe(To(&later, "", 3)).status());
   ASSERT_EQ(later.batches.size(), 1u);
   EXPECT_TRUE(later.batches[0].notice().empty());
+  // The largest cursor is past everything: no gap to report (since + 1 overflowed before).
+  Recorder last;
+  KT_ASSERT_OK(feed_->Subscribe(To(&last, "", std::numeric_limits<int64_t>::max())).status());
+  EXPECT_TRUE(last.batches.empty() || last.batches[0].notice().empty());
+  EXPECT_TRUE(last.Cursors().empty());
 }
 
 TEST_F(EventFeedTest, EveryAuditIsLoggedPersistedInTheAuditLogAndPublished) {
