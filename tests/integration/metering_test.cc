@@ -238,6 +238,31 @@ TEST_F(MeteringTest, OnlyTheAgentsBaseUrlIsServed) {
         prefix + "x/v1/chat/completions"}) {
     EXPECT_EQ(HttpRequest(port, "POST", target, R"({"model":"m"})").status, 403u) << target;
   }
+  // A stranger is answered on the head: no 100 Continue, no body read (up to 32 MiB held per
+  // connection for minutes before).
+  {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const std::string head =
+        "POST /kt-0000/v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 30000000\r\n"
+        "Expect: 100-continue\r\n\r\n";
+    ASSERT_EQ(write(fd, head.data(), head.size()), static_cast<ssize_t>(head.size()));
+    timeval wait{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+    std::string reply;
+    char chunk[4096];
+    for (ssize_t n; (n = read(fd, chunk, sizeof(chunk))) > 0;) {
+      reply.append(chunk, static_cast<size_t>(n));
+    }
+    close(fd);
+    EXPECT_TRUE(reply.starts_with("HTTP/1.1 403 Forbidden\r\n")) << reply;
+    EXPECT_EQ(reply.find("100 Continue"), std::string::npos) << reply;
+  }
   EXPECT_EQ(provider_.Calls().size(), 0u);
   EXPECT_EQ(HttpRequest(port, "POST", prefix + "/v1/chat/completions", R"({"model":"m"})").status,
             200u);

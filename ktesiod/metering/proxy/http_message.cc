@@ -121,7 +121,7 @@ OutgoingRequest UpstreamRequest(http::request<http::string_body>& request, std::
   return out;
 }
 
-bool StripPathPrefix(const std::string& prefix, std::string_view& target) {
+bool StripPathPrefix(std::string_view prefix, std::string_view& target) {
   if (prefix.empty()) {
     return true;
   }

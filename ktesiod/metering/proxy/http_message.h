@@ -107,6 +107,6 @@ OutgoingRequest UpstreamRequest(http::request<http::string_body>& request, std::
 // Only the agent's base URL is served: `target` must start with `prefix` ("/kt-<secret>")
 // followed by '/', '?' or its end; the prefix is then removed from `target`. An empty prefix
 // (an agent started before per-agent paths) accepts any target.
-bool StripPathPrefix(const std::string& prefix, std::string_view& target);
+bool StripPathPrefix(std::string_view prefix, std::string_view& target);
 
 }  // namespace ktesio::daemon::metering

@@ -243,7 +243,8 @@ asio::awaitable<void> MeteringProxy::Impl::Exchanges(std::shared_ptr<Listener> l
   buffer.reserve(proxy_internal::kReadBuffer);
   while (!listener->closed) {
     error_code ec;
-    std::optional<http::request<http::string_body>> read = co_await ReadRequest(*conn, buffer);
+    std::optional<http::request<http::string_body>> read =
+        co_await ReadRequest(*conn, buffer, listener->path_prefix);
     if (!read.has_value()) {
       co_return;
     }
@@ -252,9 +253,7 @@ asio::awaitable<void> MeteringProxy::Impl::Exchanges(std::shared_ptr<Listener> l
     bool keep_alive = WantsKeepAlive(request.base());
     const std::string_view method(request.method_string().data(), request.method_string().size());
     std::string_view target(request.target().data(), request.target().size());
-    if (!StripPathPrefix(listener->path_prefix, target)) {
-      const std::string reply = FixedResponse(403, "Forbidden", kForbiddenBody, false);
-      co_await asio::async_write(conn->client, asio::buffer(reply), Await(ec));
+    if (!StripPathPrefix(listener->path_prefix, target)) {  // ReadRequest answered it 403
       co_return;
     }
     RequestPlan plan = PlanRequest(method, target, request.body());

@@ -123,6 +123,12 @@ inline constexpr std::string_view kBudgetBody =
 inline constexpr std::string_view kForbiddenBody =
     R"({"error":{"type":"forbidden","message":"ktesio metering proxy: this path is not the )"
     R"(agent's base URL"}})";
+inline constexpr std::string_view kBadRequestBody =
+    R"({"error":{"type":"bad_request","message":"ktesio metering proxy: the request is not )"
+    R"(valid HTTP/1.1"}})";
+inline constexpr std::string_view kHeadersTooLargeBody =
+    R"({"error":{"type":"request_header_too_large","message":"ktesio metering proxy: the )"
+    R"(request's header exceeds the proxy's limit"}})";
 inline constexpr std::string_view kTooLargeBody =
     R"({"error":{"type":"request_too_large","message":"ktesio metering proxy: the request )"
     R"(body exceeds the proxy's limit"}})";

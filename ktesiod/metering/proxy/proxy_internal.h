@@ -457,9 +457,10 @@ struct MeteringProxy::Impl {
   // The connection's deadlines (proxy_internal::Watchdog), until Serve ends.
   static asio::awaitable<void> Watch(std::shared_ptr<ConnState> conn);
   // Reads the agent's next request; nullopt when the connection is over (the agent left, or a
-  // malformed or oversized request got its 400/413/431 reply).
+  // malformed or oversized request got its 400/413/431 reply, or a target outside
+  // `path_prefix` its 403 — decided on the head, before any body is read or 100-continue sent).
   asio::awaitable<std::optional<http::request<http::string_body>>> ReadRequest(
-      ConnState& conn, beast::flat_buffer& buffer);
+      ConnState& conn, beast::flat_buffer& buffer, std::string_view path_prefix);
   // Sends `out` upstream (once more on a fresh connection when a reused one turned out dead)
   // and relays the response.
   asio::awaitable<Exchange> Forward(Listener& listener, ConnState& conn, const OutgoingRequest& out,

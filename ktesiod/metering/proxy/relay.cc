@@ -322,7 +322,7 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
 }
 
 asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::Impl::ReadRequest(
-    ConnState& conn, beast::flat_buffer& buffer) {
+    ConnState& conn, beast::flat_buffer& buffer, std::string_view path_prefix) {
   error_code ec;
   http::request_parser<http::string_body> parser;
   parser.header_limit(kHeaderLimit);
@@ -342,17 +342,26 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
   }
   if (ec) {
     if (ec == http::error::header_limit) {
-      const std::string reply = FixedResponse(431, "Request Header Fields Too Large", "", false);
+      const std::string reply =
+          FixedResponse(431, "Request Header Fields Too Large", kHeadersTooLargeBody, false);
       co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
     } else if (ec != http::error::end_of_stream && ec != asio::error::eof &&
                ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor &&
                ec != asio::error::connection_reset) {
-      const std::string reply = FixedResponse(400, "Bad Request", "", false);
+      const std::string reply = FixedResponse(400, "Bad Request", kBadRequestBody, false);
       co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
     }
     co_return std::nullopt;
   }
   const auto& head = parser.get();
+  // Only a caller that knows the agent's secret base path gets a body read (up to
+  // max_request_bytes, held for idle_timeout): anyone else is answered on the head alone.
+  if (std::string_view target(head.target().data(), head.target().size());
+      !StripPathPrefix(path_prefix, target)) {
+    const std::string reply = FixedResponse(403, "Forbidden", kForbiddenBody, false);
+    co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    co_return std::nullopt;
+  }
   if (beast::iequals(head[http::field::expect], "100-continue")) {
     co_await asio::async_write(conn.client, asio::buffer("HTTP/1.1 100 Continue\r\n\r\n", 25),
                                Await(ec));
@@ -369,7 +378,7 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
   if (ec) {
     if (ec != asio::error::eof && ec != http::error::end_of_stream &&
         ec != asio::error::operation_aborted) {
-      const std::string reply = FixedResponse(400, "Bad Request", "", false);
+      const std::string reply = FixedResponse(400, "Bad Request", kBadRequestBody, false);
       co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
     }
     co_return std::nullopt;
