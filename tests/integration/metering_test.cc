@@ -347,6 +347,27 @@ TEST_F(MeteringTest, AConnectionFloodCannotSilenceTheDaemon) {
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
 }
 
+// 1xx responses are interim: the agent gets the final response of each call (each call's own:
+// a 100 taken as final answered the call with nothing and shifted every later response by one).
+TEST_F(MeteringTest, InterimResponsesFromTheProviderAreDropped) {
+  Register("a");
+  SetUpstream("a", provider_.url() + "/v1");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
+  const std::string url = Instance("a")["proxy_url"].string;
+  const uint16_t port = static_cast<uint16_t>(std::stoi(url.substr(17)));
+  const std::string chat = url.substr(url.find('/', 17)) + "/v1/chat/completions";
+  for (int call = 0; call < 2; ++call) {
+    HttpResponse r = HttpRequest(port, "POST", chat, R"({"model":"interim"})");
+    EXPECT_EQ(r.status, 200) << r.error;
+    EXPECT_NE(r.body.find("chat.completion"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(provider_.Calls().size(), 2u);
+  // An upgrade the proxy never asked for is a broken response: 502, counted.
+  EXPECT_EQ(HttpRequest(port, "POST", chat, R"({"model":"upgrade"})").status, 502);
+  EXPECT_EQ(HttpRequest(port, "POST", chat, R"({"model":"m"})").status, 200);
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
+}
+
 TEST_F(MeteringTest, UnreachableUpstreamGivesTheAgentAnHonest502) {
   Register("a");
   SetUpstream("a", "http://127.0.0.1:9/v1");  // discard port: nothing listens

@@ -469,12 +469,16 @@ struct MeteringProxy::Impl {
                                     std::chrono::steady_clock::time_point request_read);
   asio::awaitable<bool> Connect(const Upstream& upstream, UpstreamConn& up,
                                 const std::string& instance);
-  // Sends `out` and reads the response head into `parser`: nullopt when both went well, else
-  // how the exchange ends (a reused connection that failed before any response byte: retry).
+  // Sends `out` and reads the final response head into `parser` (emplaced afresh for each head:
+  // interim 1xx responses — 100 Continue, 103 Early Hints — are read and dropped, up to
+  // kMaxInterimResponses; a 101 is an error, nothing asked for an upgrade): nullopt when all went
+  // well, else how the exchange ends (a reused connection that failed before any response byte:
+  // retry).
   template <class Stream>
   asio::awaitable<std::optional<Exchange>> SendRequest(
       Stream& upstream_stream, ConnState& conn, const OutgoingRequest& out, bool reused,
-      http::response_parser<http::buffer_body>& parser, const std::string& instance);
+      bool head_request, std::optional<http::response_parser<http::buffer_body>>& parser,
+      const std::string& instance);
   template <class Stream>
   asio::awaitable<Exchange> Relay(Stream& upstream_stream, UpstreamConn& up, ConnState& conn,
                                   const OutgoingRequest& out, bool reused, const RequestPlan& plan,

@@ -141,10 +141,14 @@ void DrainBuffered(http::response_parser<http::buffer_body>& parser, beast::flat
 
 }  // namespace
 
+// Interim responses dropped before the final one; more is a provider talking nonsense.
+constexpr int kMaxInterimResponses = 8;
+
 template <class Stream>
 asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
     Stream& upstream_stream, ConnState& conn, const OutgoingRequest& out, bool reused,
-    http::response_parser<http::buffer_body>& parser, const std::string& instance) {
+    bool head_request, std::optional<http::response_parser<http::buffer_body>>& parser,
+    const std::string& instance) {
   UpstreamConn& up = conn.up;
   error_code ec;
   conn.watchdog.SetUpstream(options.idle_timeout);
@@ -164,23 +168,41 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
     }
     co_return reused ? Exchange::kRetry : Exchange::kBadGateway;
   }
-  if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
-    parser.eager(false);
-    co_await proxy_internal::ReadParse(
-        upstream_stream.socket(), up.buffer, parser,
-        [](const auto& p) { return p.is_header_done(); }, ec);
-  } else {
-    co_await http::async_read_header(upstream_stream, up.buffer, parser, Await(ec));
-  }
-  if (ec) {
-    log->warn("metering proxy: reading the upstream response head failed ({})", ec.message());
-    const bool retry = reused && up.buffer.size() == 0;
-    if (!retry) {
-      CountError(instance, "response_head");
+  for (int interim = 0;; ++interim) {
+    // A parser is done after one message: each head gets its own.
+    parser.emplace();
+    parser->header_limit(kHeaderLimit);
+    parser->body_limit(std::numeric_limits<std::uint64_t>::max());  // responses: unbounded
+    if (head_request) {
+      parser->skip(true);
     }
-    co_return retry ? Exchange::kRetry : Exchange::kBadGateway;
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      parser->eager(false);
+      co_await proxy_internal::ReadParse(
+          upstream_stream.socket(), up.buffer, *parser,
+          [](const auto& p) { return p.is_header_done(); }, ec);
+    } else {
+      co_await http::async_read_header(upstream_stream, up.buffer, *parser, Await(ec));
+    }
+    if (ec) {
+      log->warn("metering proxy: reading the upstream response head failed ({})", ec.message());
+      const bool retry = reused && interim == 0 && up.buffer.size() == 0;
+      if (!retry) {
+        CountError(instance, "response_head");
+      }
+      co_return retry ? Exchange::kRetry : Exchange::kBadGateway;
+    }
+    const unsigned status = parser->get().result_int();
+    if (status < 100 || status >= 200) {
+      co_return std::nullopt;
+    }
+    if (status == 101 || interim + 1 > kMaxInterimResponses) {
+      log->warn("metering proxy: the upstream answered {} ({})", status,
+                status == 101 ? "an upgrade nothing asked for" : "too many interim responses");
+      CountError(instance, "response_head");
+      co_return Exchange::kBadGateway;  // the caller closes the connection
+    }
   }
-  co_return std::nullopt;
 }
 
 // One loop relays the whole body, so its length (~115 lines with comments) is stated: each turn
@@ -191,16 +213,12 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
     Stream& upstream_stream, UpstreamConn& up, ConnState& conn, const OutgoingRequest& out,
     bool reused, const RequestPlan& plan, bool head_request, int client_version, bool& keep_alive,
     const std::string& instance, std::chrono::steady_clock::duration added_before) {
-  http::response_parser<http::buffer_body> parser;
-  parser.header_limit(kHeaderLimit);
-  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // responses: unbounded
-  if (head_request) {
-    parser.skip(true);
-  }
-  if (std::optional<Exchange> failed =
-          co_await SendRequest(upstream_stream, conn, out, reused, parser, instance)) {
+  std::optional<http::response_parser<http::buffer_body>> final_head;
+  if (std::optional<Exchange> failed = co_await SendRequest(upstream_stream, conn, out, reused,
+                                                            head_request, final_head, instance)) {
     co_return *failed;
   }
+  http::response_parser<http::buffer_body>& parser = *final_head;
   // The proxy's own time before the first byte: what it spent before the upstream write, plus
   // from the latest arrival from the provider to the first write to the agent.
   auto arrived = std::chrono::steady_clock::now();
