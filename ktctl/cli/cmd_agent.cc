@@ -20,6 +20,7 @@
 #include "cli/render.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/labels.h"
+#include "ktesio/contract/limits.h"
 #include "ktesio/contract/utf8.h"
 
 namespace ktesio::cli {
@@ -307,14 +308,21 @@ int Send(Context& ctx, const LocalArgs& args) {
   v1::SendInputRequest request;
   request.set_name(args.positionals[0]);
   if (args.Has("--stdin")) {  // TEXT or --stdin, exactly one: the syntax says so
+    // Bounded: `--stdin < /dev/zero` has no line end.
     std::string line;
-    std::getline(std::cin, line);
+    for (int c;
+         line.size() <= contract::kMaxSendBytes && (c = std::cin.get()) != EOF && c != '\n';) {
+      line.push_back(static_cast<char>(c));
+    }
     request.set_text(line);
   } else {
     request.set_text(args.positionals[1]);
   }
   if (request.text().find('\n') != std::string::npos) {
     return ctx.Usage("TEXT must be one line");
+  }
+  if (request.text().size() > contract::kMaxSendBytes) {
+    return ctx.Usage(absl::StrCat("TEXT is longer than ", contract::kMaxSendBytes, " bytes"));
   }
   if (std::optional<size_t> bad = contract::FirstInvalidUtf8(request.text())) {
     return ctx.Usage(absl::StrCat("TEXT is not valid UTF-8 (byte ", *bad, ")"));

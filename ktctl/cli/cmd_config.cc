@@ -12,10 +12,13 @@
 #include "cli/output.h"
 #include "cli/render.h"
 #include "ktesio/contract/json_writer.h"
+#include "ktesio/contract/limits.h"
 #include "ktesio/contract/utf8.h"
 
 namespace ktesio::cli {
 namespace {
+
+using contract::kMaxSecretBytes;
 
 void PrintNotices(const google::protobuf::RepeatedPtrField<std::string>& notices) {
   for (const std::string& notice : notices) {
@@ -127,23 +130,24 @@ int ConfigUnset(Context& ctx, const LocalArgs& args) {
 }
 
 int SecretSet(Context& ctx, const LocalArgs& args) {
-  std::string value;
+  // The daemon keeps at most kMaxSecretBytes; reading stops just past that (plus a line end), so
+  // `--from-file /dev/zero` is refused instead of filling memory.
+  constexpr size_t kReadAtMost = kMaxSecretBytes + 3;
+  std::string value(kReadAtMost, '\0');
   if (std::optional<std::string> path = args.Value("--from-file")) {
     std::ifstream file(*path, std::ios::binary);
     if (!file) {
       return ReportError(ctx.global.json, "IO_ERROR", absl::StrCat("cannot read ", *path),
                          kExitGeneral);
     }
-    std::ostringstream content;
-    content << file.rdbuf();
-    value = content.str();
+    file.read(value.data(), static_cast<std::streamsize>(value.size()));
+    value.resize(static_cast<size_t>(file.gcount()));
   } else {
     if (isatty(STDIN_FILENO)) {
       Err("ktctl: reading the secret from stdin (end with Ctrl-D)");
     }
-    std::ostringstream content;
-    content << std::cin.rdbuf();
-    value = content.str();
+    std::cin.read(value.data(), static_cast<std::streamsize>(value.size()));
+    value.resize(static_cast<size_t>(std::cin.gcount()));
   }
   if (std::optional<size_t> bad = contract::FirstInvalidUtf8(value)) {
     return ctx.Usage(
@@ -155,6 +159,9 @@ int SecretSet(Context& ctx, const LocalArgs& args) {
     if (!value.empty() && value.back() == '\r') {
       value.pop_back();
     }
+  }
+  if (value.size() > kMaxSecretBytes) {
+    return ctx.Usage(absl::StrCat("the secret value is longer than ", kMaxSecretBytes, " bytes"));
   }
   v1::SetSecretRequest request;
   request.set_name(args.positionals[0]);

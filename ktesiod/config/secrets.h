@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ktesio/contract/limits.h"
 
 namespace ktesio::daemon::config {
 
@@ -29,7 +30,7 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 EnvLookup ProcessEnvironment();
 
 inline constexpr std::string_view kSecretsFileName = "secrets.toml";
-inline constexpr std::size_t kMaxSecretBytes = 64 * 1024;
+inline constexpr std::size_t kMaxSecretBytes = contract::kMaxSecretBytes;
 
 class SecretsStore {
  public:

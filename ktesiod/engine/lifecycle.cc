@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/limits.h"
 
 namespace ktesio::daemon::engine {
 
@@ -15,6 +16,13 @@ void Lifecycle::Send(const std::string& name, const std::string& text,
   if (text.find('\n') != std::string::npos) {
     done(contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
                              "send takes one line: the text must not contain a newline"));
+    return;
+  }
+  if (text.size() > contract::kMaxSendBytes) {
+    done(
+        contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
+                            absl::StrCat("send takes one line of at most ", contract::kMaxSendBytes,
+                                         " bytes; this one has ", text.size())));
     return;
   }
   supervisor_.SendInput(name, text, std::move(done));

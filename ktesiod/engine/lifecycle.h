@@ -45,8 +45,9 @@ class Lifecycle {
   void Pause(const std::string& name, Done done) { supervisor_.Pause(name, std::move(done)); }
   void Resume(const std::string& name, Done done) { supervisor_.Resume(name, std::move(done)); }
 
-  // Writes one line (no newline in `text`) to the agent's stdin; `done` gets the bytes written.
-  // Errors: INVALID_ARGUMENT for a newline, then as supervisor::Supervisor::SendInput.
+  // Writes one line (no newline in `text`, at most contract::kMaxSendBytes) to the agent's stdin;
+  // `done` gets the bytes written. Errors: INVALID_ARGUMENT for a newline or a longer line, then
+  // as supervisor::Supervisor::SendInput.
   void Send(const std::string& name, const std::string& text,
             std::function<void(absl::StatusOr<uint64_t>)> done);
 

@@ -142,6 +142,17 @@ TEST_F(ConfigTest, DeliveryThroughEnvFlagFileAndPassThrough) {
   EXPECT_EQ((*effective)["schema_version"].Int(), 1);
 }
 
+// A secret is at most 64 KiB: ktctl stops reading just past that, so a device is refused too.
+TEST_F(ConfigTest, AnOversizedSecretIsRefusedBeforeItIsSent) {
+  RunResult zero = daemon_.Ctl({"secret", "set", "big", "--from-file", "/dev/zero"});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("longer than 65536 bytes"), std::string::npos) << zero.err;
+  RunOptions in;
+  in.stdin_text = std::string(65536, 'k') + "\n";
+  EXPECT_EQ(daemon_.Ctl({"secret", "set", "edge"}, in).exit_code, 0) << "exactly the limit";
+  EXPECT_EQ(daemon_.Ctl({"secret", "list"}).out, "edge\n");
+}
+
 TEST_F(ConfigTest, SecretsAreDeliveredOnlyToTheirTarget) {
   const std::string cleartext = "s3cr3t-VALUE-never-shown";
   RunOptions in;

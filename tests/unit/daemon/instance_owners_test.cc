@@ -18,6 +18,7 @@
 #include "fakes/fake_process_backend.h"
 #include "gtest/gtest.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/limits.h"
 #include "spdlog/sinks/null_sink.h"
 #include "status_assertions.h"
 
@@ -289,6 +290,15 @@ TEST_F(InstanceOwnersTest, SendTakesOneLine) {
   Settle();
   ASSERT_TRUE(sent.has_value());
   EXPECT_EQ(sent->status().code(), absl::StatusCode::kInvalidArgument);
+  // Of at most kMaxSendBytes (a raw API call could send up to the transport's limit).
+  sent.reset();
+  lifecycle_->Send("a", std::string(contract::kMaxSendBytes + 1, 'x'),
+                   [&](absl::StatusOr<uint64_t> written) { sent = written; });
+  Settle();
+  ASSERT_TRUE(sent.has_value());
+  EXPECT_EQ(sent->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(sent->status().message().find("at most 1048576 bytes"), std::string_view::npos)
+      << sent->status();
 }
 
 }  // namespace

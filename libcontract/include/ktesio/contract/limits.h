@@ -1,0 +1,16 @@
+#pragma once
+
+// Limits the daemon enforces on what clients send and ktctl checks before sending (so an
+// oversized value gets a plain usage error instead of the transport's message-size error).
+
+#include <cstddef>
+
+namespace ktesio::contract {
+
+// `agent send`: one line of at most this many bytes (the newline the daemon appends excluded).
+inline constexpr std::size_t kMaxSendBytes = 1 << 20;
+
+// `secret set`: the longest secret value stored.
+inline constexpr std::size_t kMaxSecretBytes = 64 * 1024;
+
+}  // namespace ktesio::contract
