@@ -431,7 +431,9 @@ void AddAgentCommands(std::vector<Command>& commands) {
        TargetArgs(Arg::kRequired,
                   {{.name = "--retain", .help = "keep the Agent Home (the default)", .group = 2},
                    {.name = "--delete", .help = "delete the Agent Home", .group = 2},
-                   {.name = "--force", .help = "stop a running or paused instance first"}}),
+                   {.name = "--force",
+                    .help = "stop a running or paused instance first (wait for one starting or "
+                            "stopping)"}}),
        Remove});
 }
 

@@ -36,6 +36,20 @@ void Lifecycle::Remove(const std::string& name, RemoveOptions options,
     return;
   }
   const std::optional<supervisor::State> state = supervisor::ParseState(row->state);
+  if (options.force && options.settle_rounds < kMaxSettleRounds &&
+      (state == supervisor::State::kStarting || state == supervisor::State::kStopping)) {
+    // --force on a transition under way: let it end, then decide again (stop what started).
+    options.settle_rounds += 1;
+    supervisor_.AwaitSettled(
+        name, [this, name, options, done = std::move(done)](absl::Status status, auto) {
+          if (!status.ok()) {  // stuck `stopping` after an unconfirmed stop
+            done(status);
+            return;
+          }
+          Remove(name, options, done);
+        });
+    return;
+  }
   if (options.force &&
       (state == supervisor::State::kRunning || state == supervisor::State::kPaused)) {
     // --force stops first, with a short graceful window so the call stays bounded.

@@ -55,10 +55,15 @@ class Lifecycle {
   // running or paused instance is stopped first (5 s graceful window). `done` gets the removed
   // row. Errors: NOT_FOUND, FAILED_PRECONDITION/INVALID_STATE for a live instance without
   // `force`, INTERNAL/IO_ERROR|STORE_ERROR.
+  // `force`: a running or paused instance is stopped first (5 s window); one that is starting
+  // or stopping is waited for (AwaitSettled) and then judged again, at most kMaxSettleRounds
+  // times (a crash-looping start could otherwise be chased for ever).
   struct RemoveOptions {
     bool force = false;
     bool delete_home = false;
+    int settle_rounds = 0;  // internal: transitions waited for so far
   };
+  static constexpr int kMaxSettleRounds = 3;
   void Remove(const std::string& name, RemoveOptions options,
               std::function<void(absl::StatusOr<store::InstanceRow>)> done);
 

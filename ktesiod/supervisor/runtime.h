@@ -33,6 +33,9 @@ struct Supervisor::Runtime {
   std::unique_ptr<time::Timer> confirm_timer;
   std::unique_ptr<time::Timer> restart_timer;
   bool kill_sent = false;
+  // The last stop ended unconfirmed (SIGKILL did not end the group within 5 s): the instance stays
+  // `stopping` with nothing under way until the group exits.
+  bool stop_unconfirmed = false;
   uint32_t stop_window_s = 0;
   bool restart_pending = false;
   int64_t restart_delay_ms = 0;

@@ -408,6 +408,41 @@ void Supervisor::OnReady(const std::string& name, uint64_t generation) {
   }
 }
 
+void Supervisor::AwaitSettled(const std::string& name, Done done) {
+  absl::StatusOr<store::InstanceRow> row = Load(name);
+  if (!row.ok()) {
+    done(absl::OkStatus(), {});
+    return;
+  }
+  Runtime& rt = RuntimeFor(*row);
+  const auto unconfirmed = [](const absl::Status& status) {
+    return contract::ErrorReason(status) == reason::kStopNotConfirmed;
+  };
+  // The waiter lists are finished with the command's outcome; a settle waiter wants only the
+  // moment (and whether the instance is stuck), so any other outcome is dropped.
+  Done settled = [done = std::move(done), unconfirmed](const absl::Status& status,
+                                                       const std::vector<std::string>&) {
+    done(unconfirmed(status) ? status : absl::OkStatus(), {});
+  };
+  if (RowState(*row) == State::kStopping && rt.stop_unconfirmed) {
+    settled(contract::MakeError(absl::StatusCode::kDeadlineExceeded, reason::kStopNotConfirmed,
+                                absl::StrCat("the process group of '", name,
+                                             "' did not exit after SIGKILL; it stays 'stopping'")),
+            {});
+    return;
+  }
+  switch (RowState(*row)) {
+    case State::kStarting:
+      rt.start_waiters.push_back(std::move(settled));
+      return;
+    case State::kStopping:
+      rt.stop_waiters.push_back(std::move(settled));
+      return;
+    default:
+      settled(absl::OkStatus(), {});
+  }
+}
+
 void Supervisor::Forget(const std::string& name) { runtimes_.erase(name); }
 
 bool Supervisor::RestartPending(const std::string& name) const {

@@ -121,6 +121,12 @@ class Supervisor {
   // True when an automatic restart of `name` is scheduled (its backoff timer is running).
   bool RestartPending(const std::string& name) const;
 
+  // Calls `done` once `name` is no longer `starting` or `stopping`: when the start or stop under
+  // way ends (OK however it ends), at once in any other state. An instance left `stopping` by a
+  // stop that SIGKILL could not confirm has nothing under way: STOP_NOT_CONFIRMED at once (and
+  // when a stop being waited for ends that way).
+  void AwaitSettled(const std::string& name, Done done);
+
   // Forgets an instance being removed (it must be terminal).
   void Forget(const std::string& name);
 

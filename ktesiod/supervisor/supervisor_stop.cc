@@ -66,6 +66,7 @@ void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_s
 }
 
 void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
+  RuntimeFor(row).stop_unconfirmed = false;
   // Before any signal: the agent's exit must end the run, not be answered by a relaunch; and a
   // relaunch already made (its record not yet seen) is dealt with, so no signal goes to a stale
   // pid.
@@ -125,6 +126,7 @@ void Supervisor::Escalate(const std::string& name, uint64_t generation) {
   WithdrawRespawn(*row);  // also when a stop begins here (adopted mid-stop)
   Runtime& rt = RuntimeFor(*row);
   rt.kill_sent = true;
+  rt.stop_unconfirmed = false;
   backend_.SignalGroup(static_cast<pid_t>(row->pid.value_or(0)), SIGKILL)
       .IgnoreError();  // a gone group: its exit arrives via the shim
   EngineLine(*row, "stop escalated: SIGKILL to the whole process group");
@@ -137,6 +139,7 @@ void Supervisor::ConfirmTimeout(const std::string& name, uint64_t generation) {
   if (!row.has_value()) {
     return;
   }
+  RuntimeFor(*row).stop_unconfirmed = true;
   Finish(RuntimeFor(*row).stop_waiters,
          contract::MakeError(
              absl::StatusCode::kDeadlineExceeded, reason::kStopNotConfirmed,

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -316,6 +317,25 @@ TEST_F(LifecycleTest, InvalidTransitionsExit4) {
   RunResult forced = daemon_.Ctl({"agent", "remove", "t", "--force"});
   EXPECT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_EQ(daemon_.Ctl({"agent", "show", "t"}).exit_code, 3);
+}
+
+// product.md: --force stops first. An instance already `stopping` (an operator's long stop window
+// under way) is waited for, then removed.
+TEST_F(LifecycleTest, RemoveForceWaitsForAStopUnderWay) {
+  Register("slow", Manifest("--ignore-sigterm --heartbeat-ms 1000"));
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "slow"}).exit_code, 0);
+  RunResult stop;
+  std::thread stopper([&] { stop = daemon_.Ctl({"agent", "stop", "slow", "--timeout", "2"}); });
+  EXPECT_TRUE(WaitFor([&] {
+    return daemon_.Ctl({"agent", "show", "slow"}).out.find("stopping") != std::string::npos;
+  }));
+  RunResult refused = daemon_.Ctl({"agent", "remove", "slow"});
+  EXPECT_EQ(refused.exit_code, 4) << refused.err;
+  RunResult forced = daemon_.Ctl({"agent", "remove", "slow", "--force"});
+  stopper.join();
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_EQ(daemon_.Ctl({"agent", "show", "slow"}).exit_code, 3);
 }
 
 TEST_F(LifecycleTest, MalformedNamesAreUsageErrorsOnEveryVerb) {

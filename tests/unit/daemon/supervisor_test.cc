@@ -390,6 +390,48 @@ TEST_F(SupervisorTest, AStopThatSigkillCannotEndIsReportedNotConfirmed) {
   EXPECT_EQ(StateOf("a"), "stopping");
 }
 
+// remove --force waits for a transition under way: AwaitSettled answers when it ends, however
+// it ends, and at once in a settled state.
+TEST_F(SupervisorTest, AwaitSettledAnswersWhenTheTransitionUnderWayEnds) {
+  Register("a");
+  Outcome idle;
+  supervisor_->AwaitSettled("a", Record(idle));
+  ASSERT_TRUE(idle.called) << "registered is settled";
+
+  Outcome started;
+  supervisor_->Start("a", Record(started));
+  Settle();
+  ASSERT_EQ(StateOf("a"), "starting");
+  Outcome up;
+  supervisor_->AwaitSettled("a", Record(up));
+  Settle();
+  EXPECT_FALSE(up.called);
+  Advance(kReadiness);
+  ASSERT_TRUE(up.called);
+  KT_EXPECT_OK(up.status);
+  EXPECT_EQ(StateOf("a"), "running");
+
+  backend_.set_exits_on_sigterm(false);
+  backend_.set_exits_on_sigkill(false);
+  Outcome stopped;
+  supervisor_->Stop("a", 2u, Record(stopped));
+  Settle();
+  Outcome down;
+  supervisor_->AwaitSettled("a", Record(down));
+  Advance(milliseconds(2000));
+  EXPECT_FALSE(down.called);
+  Advance(milliseconds(5000));  // the stop ends unconfirmed: the waiter hears so
+  ASSERT_TRUE(down.called);
+  EXPECT_EQ(contract::ErrorReason(down.status), contract::reason::kStopNotConfirmed);
+  EXPECT_EQ(contract::ErrorReason(stopped.status), contract::reason::kStopNotConfirmed);
+  EXPECT_EQ(StateOf("a"), "stopping");
+  // Nothing is under way any more: a later waiter is answered at once, not kept for ever.
+  Outcome stuck;
+  supervisor_->AwaitSettled("a", Record(stuck));
+  ASSERT_TRUE(stuck.called);
+  EXPECT_EQ(contract::ErrorReason(stuck.status), contract::reason::kStopNotConfirmed);
+}
+
 TEST_F(SupervisorTest, AZeroWindowStopKillsAtOnce) {
   Register("a");
   StartRunning("a");
