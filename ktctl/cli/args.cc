@@ -214,7 +214,8 @@ absl::StatusOr<LocalArgs> ParseArgs(const std::vector<std::string>& args,
     const std::string& arg = args[i];
     if (!flags_done && arg == "--") {
       flags_done = true;
-    } else if (flags_done || arg.size() < 2 || arg[0] != '-') {
+    } else if (flags_done || arg.size() < 2 || arg[0] != '-' ||
+               (arg[1] >= '0' && arg[1] <= '9')) {  // no flag starts with a digit: "-1" is a value
       out.positionals.push_back(arg);
     } else {
       KT_RETURN_IF_ERROR(TakeFlag(args, &i, syntax, &out, &given));

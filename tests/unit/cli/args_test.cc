@@ -101,6 +101,12 @@ TEST(ParseArgs, OperandsInOrderAndAlternativesToAFlag) {
   auto dashed = ParseArgs({"x", "--", "-text"}, send);  // `--` ends the flags
   ASSERT_TRUE(dashed.ok());
   EXPECT_EQ(dashed->positionals[1], "-text");
+  // No flag starts with a digit: a negative number is a value (`config set x k -1` then gets
+  // the daemon's range error, not "unknown flag").
+  auto negative = ParseArgs({"x", "-1"}, send);
+  ASSERT_TRUE(negative.ok()) << negative.status();
+  EXPECT_EQ(negative->positionals[1], "-1");
+  EXPECT_EQ(ErrorOf({"x", "-t"}, send), "unknown flag '-t'");
 }
 
 TEST(ParseArgs, ARepeatableFlagKeepsEveryValue) {
