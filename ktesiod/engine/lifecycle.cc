@@ -42,7 +42,7 @@ void Lifecycle::Remove(const std::string& name, RemoveOptions options,
     options.settle_rounds += 1;
     supervisor_.AwaitSettled(
         name, [this, name, options, done = std::move(done)](absl::Status status, auto) {
-          if (!status.ok()) {  // stuck `stopping` after an unconfirmed stop
+          if (!status.ok()) {  // stuck: an unconfirmed stop, an unrecorded end, no course
             done(status);
             return;
           }
@@ -52,15 +52,23 @@ void Lifecycle::Remove(const std::string& name, RemoveOptions options,
   }
   if (options.force &&
       (state == supervisor::State::kRunning || state == supervisor::State::kPaused)) {
-    // --force stops first, with a short graceful window so the call stays bounded.
-    supervisor_.Stop(name, 5,
-                     [this, name, options, done = std::move(done)](absl::Status status, auto) {
-                       if (!status.ok()) {
-                         done(status);
-                         return;
-                       }
-                       RemoveNow(name, options.delete_home, done);
-                     });
+    // --force stops first, with a short graceful window so the call stays bounded. The removal
+    // runs from the event loop (AwaitSettled), not inside the stop's completion: it erases the
+    // supervisor's runtime of the instance, which that completion is still using.
+    supervisor_.Stop(
+        name, 5, [this, name, options, done = std::move(done)](absl::Status status, auto) {
+          if (!status.ok()) {
+            done(status);
+            return;
+          }
+          supervisor_.AwaitSettled(name, [this, name, options, done](absl::Status settled, auto) {
+            if (!settled.ok()) {
+              done(settled);
+              return;
+            }
+            RemoveNow(name, options.delete_home, done);
+          });
+        });
     return;
   }
   RemoveNow(name, options.delete_home, done);

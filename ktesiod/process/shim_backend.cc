@@ -42,6 +42,9 @@
 namespace ktesio::daemon::process {
 namespace {
 
+// The largest exit or relaunch record read from a run dir (they are a line or two).
+constexpr size_t kMaxRecordBytes = 64 * 1024;
+
 namespace reason = contract::reason;
 namespace asio = boost::asio;
 
@@ -419,7 +422,8 @@ bool ShimBackend::WithdrawRespawn(const std::string& run_dir) {
 
 absl::StatusOr<std::optional<Respawned>> ShimBackend::TakeRespawned(const std::string& run_dir) {
   const std::string path = run_dir + "/" + kRespawnedFile;
-  absl::StatusOr<std::string> text = fs::ReadFile(path);
+  // The run dir is in the agent's home: records are small, and never a FIFO to block on.
+  absl::StatusOr<std::string> text = fs::ReadRegularFile(path, kMaxRecordBytes);
   if (!text.ok()) {
     if (absl::IsNotFound(text.status())) {
       return std::nullopt;
@@ -453,7 +457,7 @@ absl::StatusOr<std::optional<Respawned>> ShimBackend::TakeRespawned(const std::s
 }
 
 std::optional<ExitRecord> ShimBackend::ReadExit(const std::string& run_dir) {
-  absl::StatusOr<std::string> text = fs::ReadFile(run_dir + "/exit");
+  absl::StatusOr<std::string> text = fs::ReadRegularFile(run_dir + "/exit", kMaxRecordBytes);
   if (!text.ok()) {
     return std::nullopt;
   }

@@ -188,8 +188,10 @@ void Supervisor::Finish(std::vector<Done>& waiters, const absl::Status& status,
                         const std::vector<std::string>& notices) {
   std::vector<Done> ready;
   ready.swap(waiters);
+  // Copied: `notices` usually lives in the Runtime, which a waiter may end (a removal).
+  const std::vector<std::string> copied = notices;
   for (Done& done : ready) {
-    done(status, notices);
+    done(status, copied);
   }
 }
 
@@ -409,38 +411,67 @@ void Supervisor::OnReady(const std::string& name, uint64_t generation) {
 }
 
 void Supervisor::AwaitSettled(const std::string& name, Done done) {
+  // Always answered from the event loop, never from inside the supervisor's own frames: the
+  // caller may remove the instance (erasing the Runtime a Finish is iterating over).
+  auto later = [this](Done& answer, absl::Status status) {
+    boost::asio::post(
+        io_, [answer = std::move(answer), status = std::move(status)] { answer(status, {}); });
+  };
   absl::StatusOr<store::InstanceRow> row = Load(name);
   if (!row.ok()) {
-    done(absl::OkStatus(), {});
+    later(done, absl::OkStatus());  // gone: the caller's own lookup says so
     return;
   }
   Runtime& rt = RuntimeFor(*row);
-  const auto unconfirmed = [](const absl::Status& status) {
-    return contract::ErrorReason(status) == reason::kStopNotConfirmed;
-  };
-  // The waiter lists are finished with the command's outcome; a settle waiter wants only the
-  // moment (and whether the instance is stuck), so any other outcome is dropped.
-  Done settled = [done = std::move(done), unconfirmed](const absl::Status& status,
-                                                       const std::vector<std::string>&) {
-    done(unconfirmed(status) ? status : absl::OkStatus(), {});
-  };
-  if (RowState(*row) == State::kStopping && rt.stop_unconfirmed) {
-    settled(contract::MakeError(absl::StatusCode::kDeadlineExceeded, reason::kStopNotConfirmed,
-                                absl::StrCat("the process group of '", name,
-                                             "' did not exit after SIGKILL; it stays 'stopping'")),
-            {});
+  const State state = RowState(*row);
+  if (absl::Status status = RefuseWhileUnrecorded(*row); !status.ok()) {
+    later(done, std::move(status));  // the end of the run waits for the store, not for us
     return;
   }
-  switch (RowState(*row)) {
-    case State::kStarting:
-      rt.start_waiters.push_back(std::move(settled));
-      return;
-    case State::kStopping:
-      rt.stop_waiters.push_back(std::move(settled));
-      return;
-    default:
-      settled(absl::OkStatus(), {});
+  if (state == State::kStopping && rt.stop_unconfirmed) {
+    later(done, contract::MakeError(absl::StatusCode::kDeadlineExceeded, reason::kStopNotConfirmed,
+                                    absl::StrCat("the process group of '", name,
+                                                 "' did not exit after SIGKILL; it stays "
+                                                 "'stopping'")));
+    return;
   }
+  if (state != State::kStarting && state != State::kStopping) {
+    later(done, absl::OkStatus());
+    return;
+  }
+  // Answered once: by the transition's end, or by a bound past the longest it can take (a start
+  // settles within the launch confirmation and the readiness window; a stop within its window
+  // and the 5 s confirmation), so a waiter is never kept for ever by a row with nothing under way.
+  struct Wait {
+    Done done;
+    std::unique_ptr<time::Timer> bound;
+    bool answered = false;
+  };
+  auto wait = std::make_shared<Wait>();
+  wait->done = std::move(done);
+  wait->bound = clock_.NewTimer();
+  auto answer = [this, wait](absl::Status status) {
+    if (wait->answered) {
+      return;
+    }
+    wait->answered = true;
+    boost::asio::post(io_, [wait, status = std::move(status)] {
+      wait->bound.reset();  // drops the bound's pending fire (and its hold on `wait`)
+      wait->done(status, {});
+    });
+  };
+  const std::chrono::seconds bound = state == State::kStopping
+                                         ? std::chrono::seconds(rt.stop_window_s + 15)
+                                         : std::chrono::seconds(60);
+  wait->bound->Arm(bound, [answer, name, state, bound] {
+    answer(contract::MakeError(absl::StatusCode::kFailedPrecondition, reason::kInvalidState,
+                               absl::StrCat("'", name, "' is still '", StateName(state), "' after ",
+                                            bound.count(), " s with nothing under way to end it")));
+  });
+  Done settled = [answer](const absl::Status& status, const std::vector<std::string>&) {
+    answer(contract::ErrorReason(status) == reason::kStopNotConfirmed ? status : absl::OkStatus());
+  };
+  (state == State::kStarting ? rt.start_waiters : rt.stop_waiters).push_back(std::move(settled));
 }
 
 void Supervisor::Forget(const std::string& name) { runtimes_.erase(name); }

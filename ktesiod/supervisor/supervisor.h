@@ -121,10 +121,12 @@ class Supervisor {
   // True when an automatic restart of `name` is scheduled (its backoff timer is running).
   bool RestartPending(const std::string& name) const;
 
-  // Calls `done` once `name` is no longer `starting` or `stopping`: when the start or stop under
-  // way ends (OK however it ends), at once in any other state. An instance left `stopping` by a
-  // stop that SIGKILL could not confirm has nothing under way: STOP_NOT_CONFIRMED at once (and
-  // when a stop being waited for ends that way).
+  // Calls `done`, always from the event loop (so it may remove the instance), once `name` is no
+  // longer `starting` or `stopping`: when the start or stop under way ends (OK however it ends),
+  // soon in any other state. Errors: STOP_NOT_CONFIRMED for a stop SIGKILL could not confirm
+  // (at once when one already ended so), STORE_ERROR while an end of run is unrecorded,
+  // INVALID_STATE when the transition outlives its longest possible course (60 s for a start,
+  // the stop window + 15 s for a stop): nothing is under way to end it.
   void AwaitSettled(const std::string& name, Done done);
 
   // Forgets an instance being removed (it must be terminal).

@@ -37,7 +37,9 @@ void Supervisor::OnExit(const std::string& name, uint64_t generation) {
   std::string detail = "ktesio-shim ended without recording an exit";
   if (!exit.has_value()) {
     // The shim's own stderr says why, when it could say anything at all.
-    std::string shim_log = fs::ReadFile(RunDir(row->home) + "/shim.log").value_or("");
+    // The run dir is in the agent's home: bounded and non-blocking (a FIFO would hang us).
+    std::string shim_log =
+        fs::ReadRegularFile(RunDir(row->home) + "/shim.log", 1 << 20).value_or("");
     while (!shim_log.empty() && shim_log.back() == '\n') {
       shim_log.pop_back();
     }

@@ -390,12 +390,14 @@ TEST_F(SupervisorTest, AStopThatSigkillCannotEndIsReportedNotConfirmed) {
   EXPECT_EQ(StateOf("a"), "stopping");
 }
 
-// remove --force waits for a transition under way: AwaitSettled answers when it ends, however
-// it ends, and at once in a settled state.
+// remove --force waits for a transition under way: AwaitSettled answers (always from the event
+// loop) when it ends, however it ends, and soon in a settled state.
 TEST_F(SupervisorTest, AwaitSettledAnswersWhenTheTransitionUnderWayEnds) {
   Register("a");
   Outcome idle;
   supervisor_->AwaitSettled("a", Record(idle));
+  EXPECT_FALSE(idle.called) << "answered from inside the call";
+  Settle();
   ASSERT_TRUE(idle.called) << "registered is settled";
 
   Outcome started;
@@ -428,8 +430,26 @@ TEST_F(SupervisorTest, AwaitSettledAnswersWhenTheTransitionUnderWayEnds) {
   // Nothing is under way any more: a later waiter is answered at once, not kept for ever.
   Outcome stuck;
   supervisor_->AwaitSettled("a", Record(stuck));
+  Settle();
   ASSERT_TRUE(stuck.called);
   EXPECT_EQ(contract::ErrorReason(stuck.status), contract::reason::kStopNotConfirmed);
+}
+
+// A row left `starting` with no launch under way (as a store that refused the adoption's commit
+// leaves it) would keep a waiter for ever: the bound answers it.
+TEST_F(SupervisorTest, AwaitSettledIsBoundedWhenNothingIsUnderWay) {
+  Register("a");
+  store::InstanceRow row = Row("a");
+  row.state = "starting";
+  ASSERT_TRUE(store_->UpdateInstance(row).ok());
+  Outcome waited;
+  supervisor_->AwaitSettled("a", Record(waited));
+  Advance(milliseconds(59999));
+  EXPECT_FALSE(waited.called);
+  Advance(milliseconds(1));
+  ASSERT_TRUE(waited.called);
+  EXPECT_TRUE(testing::StatusIs(waited.status, absl::StatusCode::kFailedPrecondition,
+                                contract::reason::kInvalidState, "is still 'starting' after 60 s"));
 }
 
 TEST_F(SupervisorTest, AZeroWindowStopKillsAtOnce) {

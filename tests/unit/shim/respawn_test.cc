@@ -205,6 +205,15 @@ TEST_F(RespawnTest, AMalformedGrantOrRecordIsIgnored) {
       << unreadable.status();
   EXPECT_FALSE(std::filesystem::exists(dir.run_dir() + "/respawned"));
   EXPECT_TRUE(NoRecord(dir.run_dir()));
+  // The run dir is the agent's to write: a FIFO in a record's place (no writer: an open for
+  // reading would block the daemon) is refused at once, like any unreadable record.
+  ASSERT_EQ(mkfifo((dir.run_dir() + "/respawned").c_str(), 0600), 0);
+  absl::StatusOr<std::optional<process::Respawned>> fifo = backend_.TakeRespawned(dir.run_dir());
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_EQ(fifo.status().code(), absl::StatusCode::kDataLoss);
+  std::filesystem::remove(dir.run_dir() + "/exit");
+  ASSERT_EQ(mkfifo((dir.run_dir() + "/exit").c_str(), 0600), 0);
+  EXPECT_FALSE(backend_.ReadExit(dir.run_dir()).has_value());
 }
 
 }  // namespace
