@@ -101,33 +101,10 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_
     return contract::MakeError(absl::StatusCode::kInvalidArgument, contract::reason::kIoError,
                                absl::StrCat(path, " is not a regular file"));
   }
-  std::string content;
-  char buffer[65536];
-  while (true) {
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      const int err = errno;
-      close(fd);
-      return IoError("cannot read", path, err);
-    }
-    if (n == 0) {
-      break;
-    }
-    if (content.size() + static_cast<size_t>(n) > max_bytes) {
-      close(fd);
-      return contract::MakeError(absl::StatusCode::kInvalidArgument, contract::reason::kIoError,
-                                 absl::StrCat(path, " is larger than ", max_bytes, " bytes"));
-    }
-    content.append(buffer, static_cast<size_t>(n));
-  }
-  close(fd);
-  return content;
+  return ReadAndClose(fd, path, max_bytes);
 }
 
-absl::StatusOr<std::string> ReadAndClose(int fd, const std::string& path) {
+absl::StatusOr<std::string> ReadAndClose(int fd, const std::string& path, size_t max_bytes) {
   std::string content;
   char buffer[65536];
   while (true) {
@@ -142,6 +119,11 @@ absl::StatusOr<std::string> ReadAndClose(int fd, const std::string& path) {
     }
     if (n == 0) {
       break;
+    }
+    if (content.size() + static_cast<size_t>(n) > max_bytes) {
+      close(fd);
+      return contract::MakeError(absl::StatusCode::kInvalidArgument, contract::reason::kIoError,
+                                 absl::StrCat(path, " is larger than ", max_bytes, " bytes"));
     }
     content.append(buffer, static_cast<size_t>(n));
   }

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -33,8 +34,9 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_
 // the files config delivery renders into a home): far above any real one.
 inline constexpr size_t kMaxConfigFileBytes = 16 << 20;
 // Reads what is left of the open descriptor `fd` and closes it, whatever happens; `path` names
-// it in errors. Errors: INTERNAL/IO_ERROR.
-absl::StatusOr<std::string> ReadAndClose(int fd, const std::string& path);
+// it in errors. Errors: INVALID_ARGUMENT/IO_ERROR past `max_bytes`, INTERNAL/IO_ERROR.
+absl::StatusOr<std::string> ReadAndClose(int fd, const std::string& path,
+                                         size_t max_bytes = std::numeric_limits<size_t>::max());
 
 // Creates `path` (and missing parents) with `mode` on the leaf; an existing directory is
 // accepted and its mode left alone unless `enforce_mode`. Errors: INTERNAL/IO_ERROR.
