@@ -185,13 +185,11 @@ void Supervisor::EngineLine(const store::InstanceRow& row, const std::string& te
 }
 
 void Supervisor::Finish(std::vector<Done>& waiters, const absl::Status& status,
-                        const std::vector<std::string>& notices) {
+                        std::vector<std::string> notices) {
   std::vector<Done> ready;
   ready.swap(waiters);
-  // Copied: `notices` usually lives in the Runtime, which a waiter may end (a removal).
-  const std::vector<std::string> copied = notices;
   for (Done& done : ready) {
-    done(status, copied);
+    done(status, notices);
   }
 }
 

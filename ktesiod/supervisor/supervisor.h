@@ -182,8 +182,10 @@ class Supervisor {
   // The row of `name` while its stop of `generation` is still under way (a stop timer may fire
   // after the stop ended or another began); nullopt otherwise.
   std::optional<store::InstanceRow> PendingStop(const std::string& name, uint64_t generation);
+  // Answers every waiter in `waiters` (emptied first). `notices` is taken by value: it usually
+  // names the Runtime's own list, and a waiter may end that Runtime (a removal).
   void Finish(std::vector<Done>& waiters, const absl::Status& status,
-              const std::vector<std::string>& notices = {});
+              std::vector<std::string> notices = {});
   void EngineLine(const store::InstanceRow& row, const std::string& text);
   InstanceSettings SettingsFor(const store::InstanceRow& row);
   void Adopt(store::InstanceRow& row, const std::string& boot_id);
