@@ -5,6 +5,8 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "ktesio/contract/utf8.h"
+
 namespace ktesio::daemon::metering {
 namespace {
 
@@ -98,13 +100,16 @@ ApiShape ShapeOfTarget(std::string_view target) {
 
 namespace {
 
-// A model name fit for a metric attribute: bounded, printable.
+// A model name fit for a metric attribute: bounded, printable, UTF-8 (the planner does not check
+// the bytes inside a body's strings, and a label or an OTLP attribute that is not UTF-8 spoils
+// the whole scrape or export).
 bool AcceptableModel(std::string_view model) {
   if (model.empty() || model.size() > RequestPlan::kMaxModelBytes) {
     return false;
   }
   return std::none_of(model.begin(), model.end(),
-                      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+                      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }) &&
+         contract::IsValidUtf8(model);
 }
 
 // When a body's first member is "model" with a string value (as most clients write it), reads
@@ -197,6 +202,10 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
     const json::Value* include = inside->Find("include_usage");
     if (include != nullptr && include->kind == json::Kind::kBool && include->boolean) {
       return plan;  // the client asked: nothing to inject, nothing to strip
+    }
+    if (include != nullptr && include->kind != json::Kind::kBool &&
+        include->kind != json::Kind::kNull) {
+      return plan;  // neither a yes nor a no (`1`, "true"): the provider judges it, untouched
     }
     if (include != nullptr) {
       plan.body =

@@ -264,6 +264,12 @@ TEST(PlanRequestTest, InjectsIncludeUsageOnlyWhenTheClientDidNotAsk) {
       {R"({"model":"m"})", std::nullopt},
       {R"(not json)", std::nullopt},
       {R"({"stream":true,"stream_options":7})", std::nullopt},
+      {R"({"stream":true,"stream_options":{"include_usage":null}})",
+       R"({"stream":true,"stream_options":{"include_usage":true}})"},
+      // Neither a yes nor a no: relayed as sent (the provider judges the type), never made a yes.
+      {R"({"stream":true,"stream_options":{"include_usage":1}})", std::nullopt},
+      {R"({"stream":true,"stream_options":{"include_usage":"true"}})", std::nullopt},
+      {R"({"stream":true,"stream_options":{"include_usage":{}}})", std::nullopt},
   };
   for (const Case& c : cases) {
     RequestPlan plan = PlanRequest("POST", "/v1/chat/completions", c.body);
@@ -293,8 +299,11 @@ TEST(PlanRequestTest, TheRequestModelWhenItIsKnown) {
       {R"({"model":"a","model":"b"})", "a"},                                    // leading one wins
       {R"({"messages":[],"model":"a","model":"b"})", "b"},                      // as Find: the last
       {R"({"model":7,"messages":[]})", ""},                                     // not a string
-      {R"({"model":"tab\there"})", ""},                         // a control character
-      {R"({"model":")" + std::string(129, 'm') + R"("})", ""},  // too long for a label
+      {R"({"model":"tab\there"})", ""},                                // a control character
+      {"{\"model\":\"gpt\xff\"}", ""},                                 // not UTF-8 (raw byte)
+      {"{\"model\":\"gpt\xc3\xa9\",\"stream\":true}", "gpt\xc3\xa9"},  // UTF-8, parsed path
+      {R"({"model":"\ud800"})", ""},                                   // an escaped lone surrogate
+      {R"({"model":")" + std::string(129, 'm') + R"("})", ""},         // too long for a label
       {R"({"model":")" + std::string(128, 'm') + R"("})", std::string(128, 'm')},
       {R"({"messages":[)", ""},  // not JSON
       {R"({"messages":[{"content":")" + history + R"("}],"model":"late"})", "late"},
