@@ -263,6 +263,8 @@ TEST_F(MeteringTest, OnlyTheAgentsBaseUrlIsServed) {
     EXPECT_TRUE(reply.starts_with("HTTP/1.1 403 Forbidden\r\n")) << reply;
     EXPECT_EQ(reply.find("100 Continue"), std::string::npos) << reply;
   }
+  // Not a tunnel, even for the agent: CONNECT under the prefix is refused, not forwarded.
+  EXPECT_EQ(HttpRequest(port, "CONNECT", prefix + "/v1", "").status, 405u);
   EXPECT_EQ(provider_.Calls().size(), 0u);
   EXPECT_EQ(HttpRequest(port, "POST", prefix + "/v1/chat/completions", R"({"model":"m"})").status,
             200u);

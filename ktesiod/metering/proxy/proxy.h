@@ -123,6 +123,9 @@ inline constexpr std::string_view kBudgetBody =
 inline constexpr std::string_view kForbiddenBody =
     R"({"error":{"type":"forbidden","message":"ktesio metering proxy: this path is not the )"
     R"(agent's base URL"}})";
+inline constexpr std::string_view kMethodNotAllowedBody =
+    R"({"error":{"type":"method_not_allowed","message":"ktesio metering proxy: CONNECT is not )"
+    R"(served: the proxy forwards to its one upstream"}})";
 inline constexpr std::string_view kBadRequestBody =
     R"({"error":{"type":"bad_request","message":"ktesio metering proxy: the request is not )"
     R"(valid HTTP/1.1"}})";

@@ -380,6 +380,14 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
     co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
     co_return std::nullopt;
   }
+  // Not a tunnel: a CONNECT forwarded to the provider could turn the kept-alive upstream
+  // connection into one, and the metering after it into nonsense.
+  if (head.method() == http::verb::connect) {
+    const std::string reply =
+        FixedResponse(405, "Method Not Allowed", kMethodNotAllowedBody, false);
+    co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    co_return std::nullopt;
+  }
   if (beast::iequals(head[http::field::expect], "100-continue")) {
     co_await asio::async_write(conn.client, asio::buffer("HTTP/1.1 100 Continue\r\n\r\n", 25),
                                Await(ec));
