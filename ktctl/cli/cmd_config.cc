@@ -63,7 +63,7 @@ int ConfigSet(Context& ctx, const LocalArgs& args) {
     json.Key("unvalidated").Bool(response.entry().unvalidated()).EndObject().EndObject();
     Out(json.Take() + "\n");
   } else {
-    Out(absl::StrCat(response.entry().key(), " = ", response.entry().value(), "\n"));
+    Out(absl::StrCat(response.entry().key(), " = ", TerminalText(response.entry().value()), "\n"));
   }
   return kExitOk;
 }
@@ -101,7 +101,7 @@ int ConfigGet(Context& ctx, const LocalArgs& args) {
   std::string out;
   for (const v1::ConfigEntry& entry : response.entries()) {
     absl::StrAppend(&out, entry.key(), std::string(width - entry.key().size() + 2, ' '),
-                    entry.value(), "  (", entry.source(),
+                    TerminalText(entry.value()), "  (", entry.source(),
                     entry.unvalidated() ? ", unvalidated" : "", ")\n");
   }
   Out(out);

@@ -137,6 +137,26 @@ std::string MeteringSourceName(v1::MeteringSource source) {
   return source == v1::METERING_SOURCE_ENGINE_OBSERVED ? "engine-observed" : "self-reported";
 }
 
+std::string TerminalText(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      absl::StrAppendFormat(&out, "\\x%02x", byte);
+    }
+  }
+  return out;
+}
+
 std::string FormatDollars(int64_t micros) {
   // Round half-up to cents for display only; the JSON carries exact micro-dollars.
   const bool negative = micros < 0;

@@ -4,6 +4,7 @@
 // human tables. Key sets are frozen: add keys only, never rename or remove.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ktesio/contract/json_writer.h"
@@ -48,6 +49,11 @@ std::string ShowText(const v1::AgentInstance& instance);
 std::string StatusText(const v1::GetStatusResponse& status);
 // The per-OS capability table of a declaration, with the current OS marked.
 std::string CapabilityTable(const v1::AgentInstance& instance);
+
+// Free text (an `agent.*` config value) fit for one line of a terminal: each control byte
+// (below 0x20, and DEL) as an escape — \n, \r, \t, \xHH — so a value cannot move the
+// cursor, recolour the screen or split its line. Everything else is kept as is.
+std::string TerminalText(std::string_view text);
 
 // "$X.XX (estimated)" from micro-dollars.
 std::string FormatDollars(int64_t micros);

@@ -100,6 +100,15 @@ TEST_F(ConfigTest, SetGetUnsetWithProvenance) {
             std::string::npos);
   ASSERT_EQ(daemon_.Ctl({"agent", "config", "unset", "c", "model"}).exit_code, 0);
   EXPECT_EQ(daemon_.Ctl({"agent", "config", "get", "c", "model"}).exit_code, 3);
+  // A pass-through value holding terminal controls: escaped in text, exact in JSON.
+  const RunResult set = daemon_.Ctl({"agent", "config", "set", "c", "agent.C", "\x1b[2Jx\ny"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out, "agent.C = \\x1b[2Jx\\ny\n");
+  EXPECT_EQ(daemon_.Ctl({"agent", "config", "get", "c", "agent.C"}).out,
+            "agent.C  \\x1b[2Jx\\ny  (instance, unvalidated)\n");
+  EXPECT_NE(daemon_.Ctl({"agent", "config", "get", "c", "agent.C", "--json"})
+                .out.find(R"("value":"\u001b[2Jx\ny")"),
+            std::string::npos);
 }
 
 TEST_F(ConfigTest, UnknownKeySuggestsAndLeavesFileUnchanged) {

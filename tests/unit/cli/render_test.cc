@@ -13,6 +13,14 @@ TEST(Render, DollarsRoundHalfUpToCents) {
   EXPECT_EQ(FormatDollars(5000), "$0.01 (estimated)");
 }
 
+TEST(Render, TerminalTextEscapesControlBytesOnly) {
+  EXPECT_EQ(TerminalText("plain text, caf\xc3\xa9 \\ \"q\""), "plain text, caf\xc3\xa9 \\ \"q\"");
+  EXPECT_EQ(TerminalText("a\nb\rc\td"), "a\\nb\\rc\\td");
+  EXPECT_EQ(TerminalText("\x1b[2J\x07"), "\\x1b[2J\\x07");
+  EXPECT_EQ(TerminalText(std::string("n\0ul\x7f", 5)), "n\\x00ul\\x7f");
+  EXPECT_EQ(TerminalText(""), "");
+}
+
 TEST(Render, FleetEntryOmitsAbsentOptionalsAndKeepsNullBudget) {
   v1::AgentInstance instance;
   instance.set_name("n");
