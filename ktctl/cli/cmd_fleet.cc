@@ -140,9 +140,13 @@ int ReportProblems(Context& ctx, Client& client, v1::ApplyFleetRequest request,
                                     }),
                      instances->end());
   }
-  v1::ApplyFleetResponse ignored;
-  auto call = client.NewContext();
-  grpc::Status status = client.fleet().Apply(call.get(), request, &ignored);
+  // No file could be read at all: the daemon could only add "no fleet given".
+  grpc::Status status = grpc::Status::OK;
+  if (request.fleets_size() > 0) {
+    v1::ApplyFleetResponse ignored;
+    auto call = client.NewContext();
+    status = client.fleet().Apply(call.get(), request, &ignored);
+  }
   // A long list comes back cut ("... N more lines not shown (...)", api/call.h): those count as
   // problems, and the note stays last.
   size_t not_shown = 0;

@@ -162,6 +162,14 @@ kind = "mock"
       << single.err;
   EXPECT_EQ(single.err.find(":0:"), std::string::npos) << single.err;
 
+  // Nothing readable at all: ktctl's one problem, without the daemon's "no fleet given".
+  for (const char* unreadable : {"/dev/zero", "/nonexistent/fleet.toml"}) {
+    RunResult none = daemon_.Ctl({"diff", "-f", unreadable});
+    EXPECT_EQ(none.exit_code, 2) << none.err;
+    EXPECT_NE(none.err.find(": 1 problem\n"), std::string::npos) << none.err;
+    EXPECT_EQ(none.err.find("no fleet given"), std::string::npos) << none.err;
+  }
+
   // Duplicates across files, and a fleet beyond max_instances.
   const std::string dup =
       WriteFleet("dup/b.toml", "[fleet]\nname = \"x\"\n[agents.good]\nkind = \"mock\"\n");
