@@ -344,7 +344,9 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
   error_code ec;
   http::request_parser<http::string_body> parser;
   parser.header_limit(kHeaderLimit);
-  parser.body_limit(options.max_request_bytes);
+  // No limit while the head is read: Beast would judge a declared Content-Length before the path
+  // is, and a stranger must get 403 whatever it declares. The limit is set once the path is ours.
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   // A head must arrive within header_timeout: a client that opens and idles, or trickles its
   // head, gives its descriptor back soon (the whole body then has idle_timeout to arrive).
   conn.watchdog.SetClient(options.header_timeout);
@@ -353,11 +355,6 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
   co_await proxy_internal::ReadParse(
       socket, buffer, parser, [](const auto& p) { return p.is_header_done(); }, ec);
   conn.watchdog.SetClient(options.idle_timeout);
-  if (ec == http::error::body_limit) {  // a declared Content-Length over the cap
-    const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
-    co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
-    co_return std::nullopt;
-  }
   if (ec) {
     if (ec == http::error::header_limit) {
       const std::string reply =
@@ -388,6 +385,12 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
     co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
     co_return std::nullopt;
   }
+  if (parser.content_length().value_or(0) > options.max_request_bytes) {  // declared over the cap
+    const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
+    co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    co_return std::nullopt;
+  }
+  parser.body_limit(options.max_request_bytes);  // a chunked body is counted as it arrives
   if (beast::iequals(head[http::field::expect], "100-continue")) {
     co_await asio::async_write(conn.client, asio::buffer("HTTP/1.1 100 Continue\r\n\r\n", 25),
                                Await(ec));

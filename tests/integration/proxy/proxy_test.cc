@@ -514,6 +514,19 @@ TEST_F(ProxyTest, OversizedRequestBodyIs413) {
   HttpResponse r = HttpRequest(port, "POST", "/v1/chat/completions", std::string(4096, 'x'));
   EXPECT_EQ(r.status, 413);
   EXPECT_EQ(r.body, std::string(kTooLargeBody));
+  // A chunked body declares no length: it is counted as it arrives.
+  const int fd = ConnectLoopback(port);
+  ASSERT_GE(fd, 0);
+  const std::string chunked =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "1000\r\n" +
+      std::string(4096, 'x') + "\r\n0\r\n\r\n";
+  ASSERT_EQ(write(fd, chunked.data(), chunked.size()), static_cast<ssize_t>(chunked.size()));
+  char buffer[512];
+  const ssize_t n = read(fd, buffer, sizeof(buffer));
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buffer, static_cast<size_t>(n)).substr(0, 12), "HTTP/1.1 413");
+  close(fd);
   EXPECT_TRUE(provider_.Calls().empty()) << "nothing reached the provider";
 }
 
