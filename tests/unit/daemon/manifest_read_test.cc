@@ -2,14 +2,13 @@
 // client chose: it must neither block on a FIFO nor read a device or a huge file into memory.
 
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 
 #include "gtest/gtest.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/manifest.h"
+#include "process.h"
 #include "registry/registry.h"
 
 namespace ktesio::daemon::registry {
@@ -17,12 +16,8 @@ namespace {
 
 class ManifestReadTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char templ[] = "/tmp/kt-manifest-read-XXXXXX";
-    dir_ = mkdtemp(templ);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string dir_;
+  ktesio::testing::TempDir temp_;
+  const std::string& dir_ = temp_.path();
 };
 
 TEST_F(ManifestReadTest, ADirectoryMeansItsAdapterToml) {
