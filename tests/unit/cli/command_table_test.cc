@@ -2,9 +2,11 @@
 // (so parsing, --help, completions and the man page can rely on it) and hold docs/commands.md to
 // the usage lines it generates.
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "cli/app.h"
 #include "gtest/gtest.h"
@@ -78,6 +80,108 @@ TEST(CommandTable, TheCommandReferenceShowsEveryUsageLine) {
     EXPECT_TRUE(lines.count("ktctl " + command.Usage()) != 0)
         << "docs/commands.md lacks the line: ktctl " << command.Usage();
   }
+}
+
+// Every `ktctl ...` invocation the project shows an operator (docs, README, packaging such as
+// the alert rules, examples) names a real command and only flags that command or ktctl takes.
+TEST(CommandTable, EveryShownInvocationNamesARealCommandAndFlags) {
+  namespace fs = std::filesystem;
+  const fs::path root(KT_SOURCE_DIR);
+  std::vector<fs::path> files = {root / "README.md"};
+  for (const char* dir : {"docs", "packaging", "examples"}) {
+    for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root / dir)) {
+      const std::string ext = entry.path().extension().string();
+      if (entry.is_regular_file() &&
+          (ext == ".md" || ext == ".yml" || ext == ".toml" || ext == ".service" ||
+           ext == ".plist" || ext == ".hcl" || ext == ".yaml" || ext == ".sh" || ext == ".ps1")) {
+        files.push_back(entry.path());
+      }
+    }
+  }
+  // Shown on purpose as mistakes (the did-you-mean example).
+  const std::set<std::string> deliberate = {"ktctl agent strat x"};
+  const std::set<std::string> globals = {"--json", "--socket", "--timeout",
+                                         "--help", "-h",       "--version"};
+  size_t checked = 0;
+  for (const fs::path& file : files) {
+    std::ifstream in(file);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    const std::string text = buffer.str();
+    // Inline code (`ktctl ...`) and console examples ($ ktctl ...).
+    std::vector<std::string> invocations;
+    for (size_t at = text.find("`ktctl "); at != std::string::npos;
+         at = text.find("`ktctl ", at + 1)) {
+      const size_t end = text.find('`', at + 1);
+      if (end == std::string::npos) {
+        break;
+      }
+      invocations.push_back(text.substr(at + 1, end - at - 1));
+    }
+    for (size_t at = text.find("\n$ ktctl "); at != std::string::npos;
+         at = text.find("\n$ ktctl ", at + 1)) {
+      std::string line = text.substr(at + 3, text.find('\n', at + 1) - at - 3);
+      line = line.substr(0, line.find(" |"));  // a pipe into another program
+      line = line.substr(0, line.find(" >"));
+      line = line.substr(0, line.find(" <"));
+      invocations.push_back(line);
+    }
+    for (const std::string& shown : invocations) {
+      if (shown.find('\n') != std::string::npos || deliberate.count(shown) != 0) {
+        continue;
+      }
+      std::vector<std::string> words;
+      std::istringstream split(shown.substr(6));
+      for (std::string word; split >> word;) {
+        words.push_back(word);
+      }
+      // The longest command whose path the leading words spell (global flags may come first).
+      size_t first = 0;
+      while (first < words.size() &&
+             globals.count(words[first].substr(0, words[first].find('='))) != 0) {
+        first += words[first].find('=') == std::string::npos && words[first] != "--json" &&
+                         words[first] != "--help" && words[first] != "-h" &&
+                         words[first] != "--version"
+                     ? 2
+                     : 1;
+      }
+      const Command* command = nullptr;
+      for (const Command& candidate : Commands()) {
+        if (candidate.path.size() <= words.size() - std::min(first, words.size()) &&
+            std::equal(candidate.path.begin(), candidate.path.end(), words.begin() + first) &&
+            (command == nullptr || candidate.path.size() > command->path.size())) {
+          command = &candidate;
+        }
+      }
+      SCOPED_TRACE(file.string() + ": " + shown);
+      if (command == nullptr) {
+        // `ktctl --version`, `ktctl --help` and the like: only global flags.
+        for (const std::string& word : words) {
+          if (word.starts_with("-")) {
+            EXPECT_EQ(globals.count(word.substr(0, word.find('='))), 1U) << word;
+          }
+        }
+        continue;
+      }
+      ++checked;
+      for (size_t i = first + command->path.size(); i < words.size(); ++i) {
+        const std::string flag = words[i].substr(0, words[i].find('='));
+        if (!flag.starts_with("-") || flag == "--" || flag == "-" ||
+            (flag.size() > 1 && (std::isdigit(static_cast<unsigned char>(flag[1])) != 0))) {
+          if (flag == "--") {
+            break;  // the rest is passed through
+          }
+          continue;
+        }
+        const bool known =
+            globals.count(flag) != 0 ||
+            std::any_of(command->args.begin(), command->args.end(),
+                        [&](const Arg& arg) { return arg.name == flag || arg.alias == flag; });
+        EXPECT_TRUE(known) << "`" << command->Name() << "` takes no " << flag;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100U) << "the scan found the documented invocations";
 }
 
 }  // namespace
