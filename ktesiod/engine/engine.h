@@ -183,9 +183,10 @@ class Engine {
   // gen_ai.client.token.usage of the engine-observed calls since the daemon started, by
   // (instance, provider, operation, token type, request model); fed by RecordObservedCalls.
   // At most kMaxGenAiModels distinct models per instance; calls of further models are observed
-  // without one (the model comes from the agent's requests: bounded, as every label is).
+  // as kOtherGenAiModel (the model comes from the agent's requests: bounded, as every label is).
   using GenAiKey = std::tuple<std::string, std::string, std::string, std::string, std::string>;
   static constexpr size_t kMaxGenAiModels = 32;
+  static constexpr const char* kOtherGenAiModel = "other";
   std::map<GenAiKey, telemetry::TokenHistogram> genai_;
   void ObserveGenAi(const std::string& name, const std::vector<metering::CallRecord>& records);
 

@@ -51,7 +51,7 @@ void Engine::ObserveGenAi(const std::string& name,
             std::get<0>(key) == name && std::get<3>(key) == "input" && !std::get<4>(key).empty();
       }
       if (models >= kMaxGenAiModels) {
-        model.clear();
+        model = kOtherGenAiModel;
       }
     }
     genai_[{name, provider, "chat", "input", model}].Observe(

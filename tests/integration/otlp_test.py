@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 SECRET = "Bearer sekrit-otlp-token-42"
 AGENT_SECRET = "agent-api-key-9f8e7d"
@@ -206,6 +207,34 @@ def main() -> int:
         assert calls == {"known": "2", "unknown": "1"}, calls
         print("otlp: exports carry the ledger's figures, the headers and the resource; "
               "gen_ai.client.token.usage has one observation per call with usage")
+
+        # Model names are bounded per instance: past 32 distinct ones a call is observed as
+        # `other`. "m" is the first; 34 more calls straight to e's proxy, one model each.
+        proxy_url = json.loads(ok("agent", "show", "e", "--json"))["instance"]["proxy_url"]
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no $http_proxy
+        for i in range(34):
+            request = urllib.request.Request(
+                proxy_url + "/v1/chat/completions", method="POST",
+                data=json.dumps({"model": f"x{i:02d}", "messages": []}).encode(),
+                headers={"Content-Type": "application/json"})
+            with direct.open(request, timeout=30) as response:
+                assert response.status == 200
+                response.read()
+
+        def bounded():
+            last = collector.last()
+            genai = metric(last[2], "gen_ai.client.token.usage") if last else None
+            if not genai:
+                return None
+            inputs = {attrs(p).get("gen_ai.request.model", ""): int(p["count"])
+                      for p in genai["histogram"]["dataPoints"]
+                      if attrs(p)["ktesio.agent"] == "e" and attrs(p)["gen_ai.token.type"] == "input"}
+            return inputs if sum(inputs.values()) == 2 + 34 else None
+        inputs = wait_for("an export with the 34 calls", bounded)
+        assert "" not in inputs, inputs  # every call with usage names a model, or other
+        assert inputs["other"] == 3, inputs  # x31, x32, x33
+        assert set(inputs) == {"m", "other"} | {f"x{i:02d}" for i in range(31)}, sorted(inputs)
+        print("otlp: 32 distinct models per instance, then `other`")
 
         # The collector goes away: warnings stay few, memory flat, the daemon answers.
         with collector.lock:
