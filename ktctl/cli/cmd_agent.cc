@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <fstream>
@@ -78,9 +79,12 @@ int Register(Context& ctx, const LocalArgs& args) {
 int List(Context& ctx, const LocalArgs& args) {
   ListOptions options;
   options.show_labels = args.Has("--show-labels");
-  if (std::optional<std::string> keys = args.Value("-L")) {
-    for (absl::string_view key : absl::StrSplit(*keys, ',', absl::SkipEmpty())) {
-      options.label_columns.emplace_back(key);
+  for (const std::string& keys : args.Values("-L")) {  // -L a,b and -L a -L b alike
+    for (absl::string_view key : absl::StrSplit(keys, ',', absl::SkipEmpty())) {
+      if (std::find(options.label_columns.begin(), options.label_columns.end(), key) ==
+          options.label_columns.end()) {
+        options.label_columns.emplace_back(key);
+      }
     }
   }
   v1::ListAgentsRequest request;
@@ -371,8 +375,9 @@ void AddAgentCommands(std::vector<Command>& commands) {
         {.name = "--show-labels", .help = "add a LABELS column (JSON: always present)"},
         {.name = "-L",
          .value = "KEY[,KEY...]",
-         .help = "add one column per label key",
-         .alias = "--label-columns"}},
+         .help = "add one column per label key; repeatable",
+         .alias = "--label-columns",
+         .repeatable = true}},
        List});
   commands.push_back({{"agent", "label"},
                       "set (KEY=VALUE) and remove (KEY-) labels of an instance",

@@ -412,6 +412,26 @@ TEST_F(FleetApplyTest, LabelsAreValidatedAndReservedKeysRefused) {
   EXPECT_EQ(daemon_.Ctl({"agent", "label", "ghost", "k=v"}).exit_code, 3);
   EXPECT_EQ(List()["instances"].array[0]["labels"].Keys(),
             std::vector<std::string>{"example.com/tier"});
+  // Label columns: a list, a repeated -L, or both; each key once, in the order given.
+  ASSERT_EQ(daemon_.Ctl({"agent", "label", "a", "team=y"}).exit_code, 0);
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"-L", "team,example.com/tier"},
+        std::vector<std::string>{"-L", "team", "-L", "example.com/tier", "-L", "team"}}) {
+    std::vector<std::string> args = {"agent", "list"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const RunResult table = daemon_.Ctl(args);
+    ASSERT_EQ(table.exit_code, 0) << table.err;
+    const std::string header = table.out.substr(0, table.out.find('\n'));
+    const size_t team = header.find("TEAM");
+    const size_t tier = header.find("EXAMPLE.COM/TIER");
+    ASSERT_NE(team, std::string::npos) << header;
+    ASSERT_NE(tier, std::string::npos) << header;
+    EXPECT_LT(team, tier) << header;
+    EXPECT_EQ(header.find("TEAM", team + 1), std::string::npos) << header;
+    // Instance a's line ends with its two label values, in the columns' order.
+    const std::string row = table.out.substr(header.size() + 1);
+    EXPECT_TRUE(row.substr(0, row.find('\n')).ends_with(" y     1")) << table.out;
+  }
   // The frozen list document is unchanged unless labels are asked for.
   RunResult plain = daemon_.Ctl({"agent", "list", "--json"});
   EXPECT_EQ(plain.out.find("\"labels\""), std::string::npos) << plain.out;
