@@ -64,9 +64,13 @@ std::string PlanText(const v1::ApplyFleetResponse& response) {
     std::vector<std::string> actions;
     for (int action : step.actions()) {
       actions.push_back(ActionName(action));
-      ++counts[actions.back()];
+      if (step.ok()) {
+        ++counts[actions.back()];
+      }
     }
-    if (actions.empty()) {
+    if (!step.ok()) {
+      ++counts["with an error"];  // refused or failed: not counted as what it would have done
+    } else if (actions.empty()) {
       ++counts["unchanged"];
     }
     absl::StrAppend(&out, step.name(), ": ",
