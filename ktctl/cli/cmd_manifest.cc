@@ -20,8 +20,11 @@ namespace {
 int Lint(Context& ctx, const LocalArgs& args) {
   absl::StatusOr<ManifestText> text = ReadManifestFile(args.positionals[0]);
   if (!text.ok()) {
-    return ReportError(ctx.global.json, contract::ErrorReason(text.status()),
-                       std::string(text.status().message()), kExitGeneral);
+    // No adapter.toml at the path is "not found" (3), as in `agent register`; anything else
+    // that stops the read (not a regular file, too large, unreadable) is 1.
+    const std::string reason = contract::ErrorReason(text.status());
+    return ReportError(ctx.global.json, reason, std::string(text.status().message()),
+                       reason == "MANIFEST_NOT_FOUND" ? kExitNotFound : kExitGeneral);
   }
   const std::string& path = text->path;
   absl::StatusOr<contract::AdapterDeclaration> declaration =

@@ -328,6 +328,12 @@ TEST(ManifestLint, ValidManifestExitsZero) {
   ASSERT_TRUE(doc.has_value());
   EXPECT_EQ((*doc)["kind"].string, "echo-agent");
   EXPECT_TRUE((*doc)["valid"].boolean);
+  // No adapter.toml at the path: not found (3), in text and JSON.
+  RunResult missing = RunProcess({KtctlPath(), "manifest", "lint", dir / "nope"});
+  EXPECT_EQ(missing.exit_code, 3) << missing.err;
+  RunResult missing_json = RunProcess({KtctlPath(), "manifest", "lint", dir / "nope", "--json"});
+  EXPECT_EQ(missing_json.exit_code, 3);
+  EXPECT_NE(missing_json.out.find("\"MANIFEST_NOT_FOUND\""), std::string::npos) << missing_json.out;
 }
 
 }  // namespace
