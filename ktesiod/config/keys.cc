@@ -324,7 +324,8 @@ absl::Status ValidateKey(std::string_view key, Writer writer) {
   if (std::string suggestion = SuggestKey(key); !suggestion.empty()) {
     message += Cat("; did you mean '", Escape(suggestion), "'?");
   } else {
-    message += "; pass-through keys are spelled agent.<ENV_VAR_NAME>";
+    message += Cat("; the nearest known key is '", Escape(NearestKey(key)),
+                   "' (pass-through keys are spelled agent.<ENV_VAR_NAME>)");
   }
   return internal::Error(absl::StatusCode::kInvalidArgument, reason::kUnknownConfigKey, message);
 }

@@ -104,6 +104,10 @@ std::optional<std::string_view> SecretRefName(std::string_view value);
 // once), or "" when none is reasonably close (distance <= 1 for keys up to 6 bytes, <= 2 up to
 // 12, else <= 3). "agnet.X" suggests "agent.X"; a table prefix ("restart") suggests its first key.
 std::string SuggestKey(std::string_view unknown);
+// The nearest known operator-settable key to `unknown` however far it is, for an unknown key
+// with no close suggestion (the error still names one): a key of the deepest table `unknown`
+// names ("logs.bogus": a logs.* key), then the smallest edit distance, then key order.
+std::string NearestKey(std::string_view unknown);
 
 // Parses a decimal unsigned integer (digits only, no sign, no spaces) no larger than kMaxUnsigned.
 // Errors: INVALID_ARGUMENT/CONFIG_INVALID.

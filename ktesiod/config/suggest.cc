@@ -61,4 +61,40 @@ std::string SuggestKey(std::string_view unknown) {
   return "";
 }
 
+std::string NearestKey(std::string_view unknown) {
+  std::string lowered(unknown.substr(0, 256));
+  std::transform(lowered.begin(), lowered.end(), lowered.begin(),
+                 [](char c) { return static_cast<char>(std::tolower(c)); });
+  // The keys of the deepest table the operator named come first ("logs.bogus" names a key of
+  // logs.*), then the edit distance decides.
+  auto shared_tables = [&](std::string_view key) {
+    size_t shared = 0;
+    for (size_t dot = key.find('.'); dot != std::string_view::npos; dot = key.find('.', dot + 1)) {
+      if (lowered.size() <= dot ||
+          std::string_view(lowered).substr(0, dot + 1) != key.substr(0, dot + 1)) {
+        break;
+      }
+      ++shared;
+    }
+    return shared;
+  };
+  std::string best;
+  size_t best_shared = 0;
+  size_t best_distance = std::string::npos;
+  for (const KeySpec& spec : KnownKeys()) {
+    if (spec.reserved) {
+      continue;
+    }
+    const size_t shared = shared_tables(spec.key);
+    const size_t distance = EditDistance(lowered, spec.key);
+    if (best.empty() || shared > best_shared ||
+        (shared == best_shared && distance < best_distance)) {
+      best_shared = shared;
+      best_distance = distance;
+      best = std::string(spec.key);
+    }
+  }
+  return best;
+}
+
 }  // namespace ktesio::daemon::config

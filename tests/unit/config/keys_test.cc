@@ -178,14 +178,23 @@ TEST(ValidateKeyTest, UnknownKeysSuggestTheNearestKnownKey) {
   }
 }
 
-TEST(ValidateKeyTest, FarKeysGetNoSuggestion) {
+TEST(ValidateKeyTest, FarKeysNameTheNearestKeyWithoutGuessing) {
   for (const char* key : {"frobnicate", "x", "completely.unrelated.key", "metering.base"}) {
     absl::Status status = ValidateKey(key);
     EXPECT_TRUE(StatusIs(status, absl::StatusCode::kInvalidArgument, reason::kUnknownConfigKey,
                          "unknown config key"))
         << key;
     EXPECT_EQ(testing::Message(status).find("did you mean"), std::string::npos) << key;
+    EXPECT_NE(testing::Message(status).find("; the nearest known key is '"), std::string::npos)
+        << testing::Message(status);
   }
+  EXPECT_TRUE(StatusIs(ValidateKey("logs.bogus"), absl::StatusCode::kInvalidArgument,
+                       reason::kUnknownConfigKey,
+                       "unknown config key 'logs.bogus'; the nearest known key is 'logs.keep' "
+                       "(pass-through keys are spelled agent.<ENV_VAR_NAME>)"));
+  EXPECT_NE(NearestKey("metering.base").find("metering."), std::string::npos)
+      << NearestKey("metering.base");
+  EXPECT_NE(NearestKey("metering.base"), "metering.base_url") << "reserved: never suggested";
   // Reserved keys are never suggested to operators.
   EXPECT_EQ(SuggestKey("memory.dirs"), "");
 }
