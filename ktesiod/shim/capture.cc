@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "footprint.h"
+#include "ktesio/contract/usage_line.h"
 
 namespace ktesio::daemon::shim {
 namespace {
@@ -218,7 +219,7 @@ Capture::ReadResult Capture::ReadChunk(Stream* stream) {
   std::string_view ts = timestamps_.Now();
   stream->framer.Feed(
       std::string_view(read_buffer_.get(), static_cast<std::size_t>(n)),
-      [&](std::string_view text, bool whole) { AddRecord(*stream, ts, text, whole); });
+      [&](std::string_view text, Piece piece) { AddRecord(*stream, ts, text, piece); });
   DeferFlush();
   // A full buffer means the writer is ahead: read on at once. Less means it writes in small
   // pieces: wait for more (see kCoalesceNs).
@@ -234,15 +235,17 @@ void Capture::CloseStream(Stream* stream) {
   stream->fd = -1;
   std::string_view ts = timestamps_.Now();
   stream->framer.Finish(
-      [&](std::string_view text, bool whole) { AddRecord(*stream, ts, text, whole); });
+      [&](std::string_view text, Piece piece) { AddRecord(*stream, ts, text, piece); });
   Flush();
 }
 
 void Capture::AddRecord(const Stream& stream, std::string_view timestamp, std::string_view text,
-                        bool whole) {
-  // Only whole lines are usage lines: a piece of an over-long line is not a parseable one.
-  if (stream.usage && whole && IsUsageLine(text)) {
-    usage_buffer_.append(text);
+                        Piece piece) {
+  // Only whole lines are usage lines: a piece of an over-long line is not a parseable one. A
+  // usage line too long for one record leaves a marker instead, which the daemon reports as a
+  // malformed usage line (a diagnostic, never counted).
+  if (stream.usage && piece != Piece::kMore && IsUsageLine(text)) {
+    usage_buffer_.append(piece == Piece::kWhole ? text : contract::kOverlongUsageLine);
     usage_buffer_.push_back('\n');
   }
   AppendRecord(&log_buffer_, timestamp, stream.name, text);

@@ -49,7 +49,7 @@ class Capture {
   ReadResult ReadChunk(Stream* stream);
   void CloseStream(Stream* stream);
   void AddRecord(const Stream& stream, std::string_view timestamp, std::string_view text,
-                 bool whole);
+                 Piece piece);
   void Flush();
   // Records of a read wait at most kFlushDelay for the reads that follow, so that a writer of
   // many small writes costs one write(2) per batch, not one per line.

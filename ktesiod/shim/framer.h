@@ -16,9 +16,12 @@ namespace ktesio::daemon::shim {
 // make the shim buffer without bound.
 inline constexpr std::size_t kMaxRecordText = 16 * 1024;
 
-// Splits a byte stream into line texts. The sink is called as sink(text, whole): `text` has no
-// '\n' and no trailing '\r'; `whole` is false for the pieces of a line longer than
-// kMaxRecordText. `text` is only valid during the call.
+// What a record holds: a whole line, or the first or a later piece of a line longer than
+// kMaxRecordText.
+enum class Piece : unsigned char { kWhole, kFirst, kMore };
+
+// Splits a byte stream into line texts. The sink is called as sink(text, piece): `text` has no
+// '\n' and no trailing '\r'. `text` is only valid during the call.
 class LineFramer {
  public:
   template <typename Sink>
@@ -59,13 +62,13 @@ class LineFramer {
     if (!text.empty() && text.back() == '\r') {
       text.remove_suffix(1);
     }
-    bool whole = !continued_;
+    Piece piece = continued_ ? Piece::kMore : Piece::kWhole;
     while (text.size() > kMaxRecordText) {
-      sink(text.substr(0, kMaxRecordText), false);
+      sink(text.substr(0, kMaxRecordText), piece == Piece::kWhole ? Piece::kFirst : Piece::kMore);
       text.remove_prefix(kMaxRecordText);
-      whole = false;
+      piece = Piece::kMore;
     }
-    sink(text, whole);
+    sink(text, piece);
     continued_ = false;
   }
 
@@ -76,7 +79,8 @@ class LineFramer {
     pending_.append(data);
     std::size_t start = 0;
     while (pending_.size() - start > kMaxRecordText + 1) {
-      sink(std::string_view(pending_).substr(start, kMaxRecordText), false);
+      sink(std::string_view(pending_).substr(start, kMaxRecordText),
+           continued_ ? Piece::kMore : Piece::kFirst);
       start += kMaxRecordText;
       continued_ = true;
     }

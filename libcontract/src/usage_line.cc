@@ -188,6 +188,10 @@ UsageLineResult ParseUsageLine(std::string_view line) {
     return result;
   }
   result.kind = UsageLineKind::kMalformed;
+  if (line == kOverlongUsageLine) {
+    result.error = "longer than 16 KiB (16384 bytes): a usage line must fit in one log record";
+    return result;
+  }
   std::string_view rest = line.substr(kUsagePrefix.size());
   if (rest.empty()) {
     result.error = "KTESIO_USAGE without a payload";

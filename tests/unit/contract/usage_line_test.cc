@@ -148,6 +148,16 @@ TEST(UsageLineTest, UnknownFieldNamesAreEscapedAndBounded) {
   EXPECT_LT(result.error.size(), 100u);
 }
 
+// ktesio-shim writes this marker in place of a usage line too long for one record.
+TEST(UsageLineTest, TheOverLongMarkerIsMalformedWithItsOwnReason) {
+  UsageLineResult result = ParseUsageLine(std::string(kOverlongUsageLine) + "\n");
+  EXPECT_EQ(result.kind, UsageLineKind::kMalformed);
+  EXPECT_EQ(result.error,
+            "longer than 16 KiB (16384 bytes): a usage line must fit in one log record");
+  EXPECT_EQ(ParseUsageLine(std::string(kOverlongUsageLine) + "x").error,
+            "KTESIO_USAGE must be followed by a space or tab, then a JSON object");
+}
+
 TEST(UsageLineTest, SurrogatePairsDecode) {
   UsageLineResult result = ParseUsageLine(R"(KTESIO_USAGE {"\ud83d\ude00":1})");
   EXPECT_EQ(result.kind, UsageLineKind::kMalformed);

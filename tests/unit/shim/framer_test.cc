@@ -8,17 +8,22 @@
 namespace ktesio::daemon::shim {
 namespace {
 
-struct Piece {
+struct Record {
   std::string text;
-  bool whole;
-  bool operator==(const Piece&) const = default;
+  Piece piece;
+  bool operator==(const Record&) const = default;
 };
+constexpr Piece kWhole = Piece::kWhole;
+constexpr Piece kFirst = Piece::kFirst;
+constexpr Piece kMore = Piece::kMore;
 
 // Feeds `chunks` in order, then ends the stream; returns what the sink saw.
-std::vector<Piece> Frame(const std::vector<std::string>& chunks, bool finish = true) {
+std::vector<Record> Frame(const std::vector<std::string>& chunks, bool finish = true) {
   LineFramer framer;
-  std::vector<Piece> out;
-  auto sink = [&](std::string_view text, bool whole) { out.push_back({std::string(text), whole}); };
+  std::vector<Record> out;
+  auto sink = [&](std::string_view text, Piece piece) {
+    out.push_back({std::string(text), piece});
+  };
   for (const std::string& chunk : chunks) {
     framer.Feed(chunk, sink);
   }
@@ -30,30 +35,30 @@ std::vector<Piece> Frame(const std::vector<std::string>& chunks, bool finish = t
 
 TEST(LineFramerTest, SplitsLinesAndDropsNewlines) {
   EXPECT_EQ(Frame({"a\nbb\n\nccc\n"}),
-            (std::vector<Piece>{{"a", true}, {"bb", true}, {"", true}, {"ccc", true}}));
+            (std::vector<Record>{{"a", kWhole}, {"bb", kWhole}, {"", kWhole}, {"ccc", kWhole}}));
 }
 
 TEST(LineFramerTest, JoinsALineSplitAcrossChunks) {
   EXPECT_EQ(Frame({"hel", "lo wo", "rld\nnext\n"}, false),
-            (std::vector<Piece>{{"hello world", true}, {"next", true}}));
+            (std::vector<Record>{{"hello world", kWhole}, {"next", kWhole}}));
 }
 
 TEST(LineFramerTest, HoldsAPartialLineUntilTheStreamEnds) {
-  EXPECT_EQ(Frame({"done\npart"}, false), (std::vector<Piece>{{"done", true}}));
-  EXPECT_EQ(Frame({"done\npart"}, true), (std::vector<Piece>{{"done", true}, {"part", true}}));
+  EXPECT_EQ(Frame({"done\npart"}, false), (std::vector<Record>{{"done", kWhole}}));
+  EXPECT_EQ(Frame({"done\npart"}, true), (std::vector<Record>{{"done", kWhole}, {"part", kWhole}}));
   EXPECT_TRUE(Frame({""}).empty());
 }
 
 TEST(LineFramerTest, DropsOnlyATrailingCarriageReturn) {
   EXPECT_EQ(Frame({"a\r\nb\rc\r\n\r\n"}),
-            (std::vector<Piece>{{"a", true}, {"b\rc", true}, {"", true}}));
+            (std::vector<Record>{{"a", kWhole}, {"b\rc", kWhole}, {"", kWhole}}));
   // A '\r' that ends one chunk and the '\n' that starts the next.
-  EXPECT_EQ(Frame({"x\r", "\n"}), (std::vector<Piece>{{"x", true}}));
+  EXPECT_EQ(Frame({"x\r", "\n"}), (std::vector<Record>{{"x", kWhole}}));
 }
 
 TEST(LineFramerTest, PassesBinaryBytesThrough) {
   std::string binary("\0\x01\xff\xfe\x80 z", 7);
-  std::vector<Piece> out = Frame({binary + "\n" + binary});
+  std::vector<Record> out = Frame({binary + "\n" + binary});
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].text, binary);
   EXPECT_EQ(out[1].text, binary);
@@ -64,12 +69,12 @@ TEST(LineFramerTest, SplitsLongLinesIntoMaxSizedPieces) {
   line[0] = 'A';
   line[kMaxRecordText] = 'B';
   line[kMaxRecordText * 2] = 'C';
-  std::vector<Piece> out = Frame({line + "\nafter\n"});
+  std::vector<Record> out = Frame({line + "\nafter\n"});
   ASSERT_EQ(out.size(), 4u);
-  EXPECT_EQ(out[0], (Piece{line.substr(0, kMaxRecordText), false}));
-  EXPECT_EQ(out[1], (Piece{line.substr(kMaxRecordText, kMaxRecordText), false}));
-  EXPECT_EQ(out[2], (Piece{line.substr(2 * kMaxRecordText), false}));
-  EXPECT_EQ(out[3], (Piece{"after", true}));
+  EXPECT_EQ(out[0], (Record{line.substr(0, kMaxRecordText), kFirst}));
+  EXPECT_EQ(out[1], (Record{line.substr(kMaxRecordText, kMaxRecordText), kMore}));
+  EXPECT_EQ(out[2], (Record{line.substr(2 * kMaxRecordText), kMore}));
+  EXPECT_EQ(out[3], (Record{"after", kWhole}));
 }
 
 TEST(LineFramerTest, SplitsLongLinesArrivingInSmallChunks) {
@@ -80,25 +85,44 @@ TEST(LineFramerTest, SplitsLongLinesArrivingInSmallChunks) {
   }
   chunks.push_back("\n");
   LineFramer framer;
-  std::vector<Piece> out;
-  auto sink = [&](std::string_view text, bool whole) { out.push_back({std::string(text), whole}); };
+  std::vector<Record> out;
+  auto sink = [&](std::string_view text, Piece piece) {
+    out.push_back({std::string(text), piece});
+  };
   for (const std::string& c : chunks) {
     framer.Feed(c, sink);
     // Never buffers more than one record's worth (plus the byte held back for a '\r').
     EXPECT_LE(framer.pending_bytes(), kMaxRecordText + 1);
   }
   ASSERT_EQ(out.size(), 3u);
-  for (const Piece& p : out) {
-    EXPECT_EQ(p.text.size(), kMaxRecordText);
-    EXPECT_FALSE(p.whole);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].text.size(), kMaxRecordText);
+    EXPECT_EQ(out[i].piece, i == 0 ? kFirst : kMore) << i;
   }
+}
+
+TEST(LineFramerTest, EachOverLongLineStartsWithAFirstPiece) {
+  const std::string a(kMaxRecordText + 5, 'a');
+  const std::string b(kMaxRecordText + 7, 'b');
+  EXPECT_EQ(Frame({a + "\n" + b + "\n"}),
+            (std::vector<Record>{{a.substr(0, kMaxRecordText), kFirst},
+                                 {"aaaaa", kMore},
+                                 {b.substr(0, kMaxRecordText), kFirst},
+                                 {"bbbbbbb", kMore}}));
+  // The same, arriving in small chunks (the first piece is emitted before the line ends).
+  std::vector<std::string> chunks;
+  const std::string both = a + "\n" + b + "\n";
+  for (size_t i = 0; i < both.size(); i += 999) {
+    chunks.push_back(both.substr(i, 999));
+  }
+  EXPECT_EQ(Frame(chunks), Frame({both}));
 }
 
 TEST(LineFramerTest, ALineOfExactlyMaxSizeIsOneRecordEvenWithCrLf) {
   std::string line(kMaxRecordText, 'z');
-  EXPECT_EQ(Frame({line + "\n"}), (std::vector<Piece>{{line, true}}));
-  EXPECT_EQ(Frame({line, "\r", "\n"}), (std::vector<Piece>{{line, true}}));
-  EXPECT_EQ(Frame({line + "q\n"}), (std::vector<Piece>{{line, false}, {"q", false}}));
+  EXPECT_EQ(Frame({line + "\n"}), (std::vector<Record>{{line, kWhole}}));
+  EXPECT_EQ(Frame({line, "\r", "\n"}), (std::vector<Record>{{line, kWhole}}));
+  EXPECT_EQ(Frame({line + "q\n"}), (std::vector<Record>{{line, kFirst}, {"q", kMore}}));
 }
 
 TEST(TimestampFormatterTest, FormatsRfc3339UtcWithMilliseconds) {

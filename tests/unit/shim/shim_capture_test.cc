@@ -9,6 +9,7 @@
 #include <regex>
 #include <string>
 
+#include "ktesio/contract/usage_line.h"
 #include "segments.h"
 #include "shim_test_util.h"
 
@@ -197,6 +198,18 @@ TEST(ShimCaptureTest, CopiesUsageLinesToTheUsageFile) {
   std::string script = "echo 'KTESIO_USAGE {}' >&2; echo '  KTESIO_USAGE {\"a\":1}'";
   RunToExit(dir2, {{"/bin/sh", "-c", script}, {"--usage-file", usage2}});
   EXPECT_EQ(ReadFile(usage2), "  KTESIO_USAGE {\"a\":1}\n");
+  // A usage line too long for one record: the marker takes its place in the usage file (the
+  // daemon reports it), while the log keeps its pieces. An ordinary over-long line adds nothing.
+  TempDir dir3;
+  std::string usage3 = dir3.File("usage.jsonl");
+  std::string long_script =
+      "printf 'KTESIO_USAGE {\"sequence\":0,%020000d\"input_tokens\":1,\"output_tokens\":1}\\n' 0;"
+      "printf 'plain %020000d\\n' 0; echo 'KTESIO_USAGE {\"sequence\":1}'";
+  RunToExit(dir3, {{"/bin/sh", "-c", long_script}, {"--usage-file", usage3}});
+  EXPECT_EQ(ReadFile(usage3),
+            std::string(contract::kOverlongUsageLine) + "\nKTESIO_USAGE {\"sequence\":1}\n");
+  EXPECT_NE(ReadLog(dir3.log_dir()).find(" agent-out KTESIO_USAGE {\"sequence\":0,000"),
+            std::string::npos);
 }
 
 }  // namespace

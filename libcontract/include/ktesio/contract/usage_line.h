@@ -13,6 +13,11 @@ namespace ktesio::contract {
 // The exact prefix that makes a stdout line a usage report.
 inline constexpr std::string_view kUsagePrefix = "KTESIO_USAGE";
 
+// What ktesio-shim writes to the usage file in place of a stdout line that starts with the
+// prefix but is too long for one 16 KiB log record (it is recorded in pieces, none of them a
+// line). ParseUsageLine reports it as malformed with its own reason.
+inline constexpr std::string_view kOverlongUsageLine = "KTESIO_USAGE\x01over-long";
+
 // The three agent-supplied fields of one usage event; the engine stamps run, instance, source
 // and time.
 struct UsageReport {
