@@ -21,7 +21,7 @@ int Lint(Context& ctx, const LocalArgs& args) {
   absl::StatusOr<ManifestText> text = ReadManifestFile(args.positionals[0]);
   if (!text.ok()) {
     // No adapter.toml at the path is "not found" (3), as in `agent register`; anything else
-    // that stops the read (not a regular file, too large, unreadable) is 1.
+    // that stops the read (not a regular file, too large, unreadable) is MANIFEST_INVALID, 1.
     const std::string reason = contract::ErrorReason(text.status());
     return ReportError(ctx.global.json, reason, std::string(text.status().message()),
                        reason == "MANIFEST_NOT_FOUND" ? kExitNotFound : kExitGeneral);
@@ -51,7 +51,7 @@ int Lint(Context& ctx, const LocalArgs& args) {
 
 void AddManifestCommands(std::vector<Command>& commands) {
   commands.push_back({{"manifest", "lint"},
-                      "validate an adapter.toml offline (exit 0 valid, 1 invalid)",
+                      "validate an adapter.toml offline (exit 0 valid, 1 invalid, 3 not found)",
                       {{.name = "DIR_OR_FILE",
                         .help = "an adapter.toml, or a directory holding one",
                         .need = Arg::kRequired}},

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -19,7 +21,12 @@ absl::StatusOr<ManifestText> ReadManifestFile(std::string path) {
     return contract::MakeError(absl::StatusCode::kInvalidArgument,
                                contract::reason::kManifestInvalid, absl::StrCat(path, ": ", why));
   };
+  // Not found (exit 3) only when nothing is there; a file that is there but cannot be read is
+  // an unreadable manifest (exit 1), as product.md's exit table sorts them.
   if (stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR) {
+      return invalid(absl::StrCat("cannot be read: ", std::strerror(errno)));
+    }
     return contract::MakeError(absl::StatusCode::kNotFound, contract::reason::kManifestNotFound,
                                absl::StrCat("no adapter.toml at ", path));
   }
@@ -28,8 +35,7 @@ absl::StatusOr<ManifestText> ReadManifestFile(std::string path) {
   }
   std::ifstream file(path, std::ios::binary);
   if (!file) {
-    return contract::MakeError(absl::StatusCode::kNotFound, contract::reason::kManifestNotFound,
-                               absl::StrCat("cannot read ", path));
+    return invalid(absl::StrCat("cannot be read: ", std::strerror(errno)));
   }
   ManifestText text{path, std::string(kMaxManifestBytes + 1, '\0')};
   file.read(text.content.data(), static_cast<std::streamsize>(text.content.size()));

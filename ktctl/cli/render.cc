@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/output.h"
+#include "ktesio/contract/utf8.h"
 
 namespace ktesio::cli {
 namespace {
@@ -140,9 +141,24 @@ std::string MeteringSourceName(v1::MeteringSource source) {
 std::string TerminalText(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (const char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte != 0x7f) {
+    if (byte >= 0x80) {
+      // UTF-8 text stays; a C1 control (U+0080..U+009F: CSI is U+009B) and a byte that is not
+      // UTF-8 (a raw 0x9B is CSI to an 8-bit terminal) become escapes.
+      const size_t length = contract::Utf8SequenceLength(text, i);
+      const bool c1 = length == 2 && byte == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0;
+      if (length == 0 || c1) {
+        absl::StrAppendFormat(&out, "\\x%02x", byte);
+        if (c1) {
+          absl::StrAppendFormat(&out, "\\x%02x", static_cast<unsigned char>(text[++i]));
+        }
+      } else {
+        out.append(text.substr(i, length));
+        i += length - 1;
+      }
+    } else if (byte >= 0x20 && byte != 0x7f) {
       out.push_back(c);
     } else if (c == '\n') {
       out += "\\n";

@@ -51,8 +51,9 @@ std::string StatusText(const v1::GetStatusResponse& status);
 std::string CapabilityTable(const v1::AgentInstance& instance);
 
 // Free text (an `agent.*` config value) fit for one line of a terminal: each control byte
-// (below 0x20, and DEL) as an escape — \n, \r, \t, \xHH — so a value cannot move the
-// cursor, recolour the screen or split its line. Everything else is kept as is.
+// (below 0x20, and DEL) as an escape — \n, \r, \t, \xHH — and so each byte of a C1 control
+// (U+0080..U+009F) and each byte that is not UTF-8, so a value cannot move the cursor, recolour
+// the screen or split its line. Other UTF-8 text is kept as is.
 std::string TerminalText(std::string_view text);
 
 // "$X.XX (estimated)" from micro-dollars.

@@ -20,8 +20,9 @@ std::string SuggestKey(std::string_view unknown) {
     return "";
   }
   std::string lowered(unknown);
-  std::transform(lowered.begin(), lowered.end(), lowered.begin(),
-                 [](char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(lowered.begin(), lowered.end(), lowered.begin(), [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  });
   // A misspelled pass-through prefix keeps the operator's tail verbatim.
   const size_t dot = unknown.find('.');
   if (dot != std::string_view::npos && dot + 1 < unknown.size()) {
@@ -63,8 +64,9 @@ std::string SuggestKey(std::string_view unknown) {
 
 std::string NearestKey(std::string_view unknown) {
   std::string lowered(unknown.substr(0, 256));
-  std::transform(lowered.begin(), lowered.end(), lowered.begin(),
-                 [](char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(lowered.begin(), lowered.end(), lowered.begin(), [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  });
   // The keys of the deepest table the operator named come first ("logs.bogus" names a key of
   // logs.*), then the edit distance decides.
   auto shared_tables = [&](std::string_view key) {

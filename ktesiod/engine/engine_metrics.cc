@@ -1,6 +1,9 @@
 // The engine's side of telemetry: one consistent read of what the metrics endpoint shows, and
 // the process-tree figures of the read views.
 
+#include <set>
+#include <string_view>
+
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "engine/view.h"
@@ -45,12 +48,16 @@ void Engine::ObserveGenAi(const std::string& name,
         record.shape == metering::ApiShape::kAnthropicMessages ? "anthropic" : "openai";
     std::string model = record.model;
     if (!model.empty() && !genai_.contains({name, provider, "chat", "input", model})) {
-      size_t models = 0;  // this instance's distinct models so far (input series, one each)
+      // This instance's distinct models so far, whichever provider each came through.
+      std::set<std::string_view> models;
+      bool seen = false;
       for (const auto& [key, unused] : genai_) {
-        models +=
-            std::get<0>(key) == name && std::get<3>(key) == "input" && !std::get<4>(key).empty();
+        if (std::get<0>(key) == name && std::get<3>(key) == "input" && !std::get<4>(key).empty()) {
+          models.insert(std::get<4>(key));
+          seen = seen || std::get<4>(key) == model;
+        }
       }
-      if (models >= kMaxGenAiModels) {
+      if (!seen && models.size() >= kMaxGenAiModels) {
         model = kOtherGenAiModel;
       }
     }

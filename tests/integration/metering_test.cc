@@ -263,7 +263,9 @@ TEST_F(MeteringTest, OnlyTheAgentsBaseUrlIsServed) {
     EXPECT_EQ(reply.find("100 Continue"), std::string::npos) << reply;
   }
   // Not a tunnel, even for the agent: CONNECT under the prefix is refused, not forwarded.
-  EXPECT_EQ(HttpRequest(port, "CONNECT", prefix + "/v1", "").status, 405u);
+  const HttpResponse connect = HttpRequest(port, "CONNECT", prefix + "/v1", "");
+  EXPECT_EQ(connect.status, 405u);
+  EXPECT_NE(connect.body.find(R"("type":"method_not_allowed")"), std::string::npos) << connect.body;
   EXPECT_EQ(provider_.Calls().size(), 0u);
   EXPECT_EQ(HttpRequest(port, "POST", prefix + "/v1/chat/completions", R"({"model":"m"})").status,
             200u);

@@ -22,9 +22,10 @@ bool IsHopByHop(std::string_view name, const std::vector<std::string>& connectio
 }
 
 std::string FixedResponse(unsigned status, std::string_view reason, std::string_view body,
-                          bool keep_alive) {
-  return absl::StrCat("HTTP/1.1 ", status, " ", std::string(reason),
-                      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
+                          bool keep_alive, std::string_view extra_headers) {
+  return absl::StrCat("HTTP/1.1 ", status, " ", std::string(reason), "\r\n",
+                      std::string(extra_headers),
+                      "Content-Type: application/json\r\nContent-Length: ", body.size(),
                       keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n", std::string(body));
 }
 

@@ -64,9 +64,10 @@ inline bool WantsKeepAlive(const http::header<isRequest, Fields>& head) {
   return !has("close") && (head.version() >= 11 || has("keep-alive"));
 }
 
-// A reply of the proxy's own: a JSON `body` with its length, closing unless `keep_alive`.
+// A reply of the proxy's own: a JSON `body` with its length, closing unless `keep_alive`;
+// `extra_headers` are whole header lines, each ending in CRLF.
 std::string FixedResponse(unsigned status, std::string_view reason, std::string_view body,
-                          bool keep_alive);
+                          bool keep_alive, std::string_view extra_headers = {});
 
 // How the response body is framed towards the agent.
 enum class ResponseFraming {

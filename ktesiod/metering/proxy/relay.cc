@@ -380,8 +380,10 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
   // Not a tunnel: a CONNECT forwarded to the provider could turn the kept-alive upstream
   // connection into one, and the metering after it into nonsense.
   if (head.method() == http::verb::connect) {
+    // RFC 9110 asks a 405 to say what is allowed: everything else is forwarded.
     const std::string reply =
-        FixedResponse(405, "Method Not Allowed", kMethodNotAllowedBody, false);
+        FixedResponse(405, "Method Not Allowed", kMethodNotAllowedBody, false,
+                      "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n");
     co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
     co_return std::nullopt;
   }

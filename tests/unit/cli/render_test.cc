@@ -19,6 +19,16 @@ TEST(Render, TerminalTextEscapesControlBytesOnly) {
   EXPECT_EQ(TerminalText("\x1b[2J\x07"), "\\x1b[2J\\x07");
   EXPECT_EQ(TerminalText(std::string("n\0ul\x7f", 5)), "n\\x00ul\\x7f");
   EXPECT_EQ(TerminalText(""), "");
+  // C1 controls (U+009B is CSI) and bytes that are not UTF-8 (a raw 0x9B too).
+  EXPECT_EQ(TerminalText("a\xc2\x9b"
+                         "31mb"),
+            "a\\xc2\\x9b31mb");
+  EXPECT_EQ(TerminalText("\x9b"
+                         "2J\xff"),
+            "\\x9b2J\\xff");
+  EXPECT_EQ(TerminalText("\xc2\xa0nbsp \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "\xc2\xa0nbsp \xe2\x82\xac \xf0\x9f\x98\x80");    // U+00A0, U+20AC, U+1F600 stay
+  EXPECT_EQ(TerminalText("cut \xe2\x82"), "cut \\xe2\\x82");  // a truncated sequence
 }
 
 TEST(Render, FleetEntryOmitsAbsentOptionalsAndKeepsNullBudget) {

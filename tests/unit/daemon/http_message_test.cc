@@ -51,6 +51,9 @@ TEST(HttpMessage, AFixedReplyIsJsonWithItsLengthAndClosesUnlessKeptAlive) {
   EXPECT_EQ(FixedResponse(502, "Bad Gateway", "", false),
             "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\n"
             "Content-Length: 0\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(FixedResponse(405, "Method Not Allowed", "", false, "Allow: GET\r\n"),
+            "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET\r\nContent-Type: application/json\r\n"
+            "Content-Length: 0\r\nConnection: close\r\n\r\n");
 }
 
 TEST(HttpMessage, AResponseHeadKeepsEndToEndFieldsAndReframesTheBody) {
