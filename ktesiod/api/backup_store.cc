@@ -20,8 +20,12 @@ constexpr size_t kPieceBytes = 1 << 20;
 
 BackupStoreReactor::BackupStoreReactor(ApiContext& api, grpc::CallbackServerContext* ctx)
     : api_(api) {
-  absl::StatusOr<uid_t> uid = Authorize(api, ctx);
+  std::optional<uid_t> refused;
+  absl::StatusOr<uid_t> uid = Authorize(api, ctx, &refused);
   if (!uid.ok()) {
+    if (refused.has_value()) {
+      AuditRefused(api, *refused, "BackupStore", "", uid.status());
+    }
     finished_ = true;
     Finish(ToGrpcStatus(uid.status()));
     return;

@@ -85,7 +85,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       detail.SerializeAsString());
 }
 
-absl::StatusOr<uid_t> Authorize(const ApiContext& api, grpc::CallbackServerContext* ctx) {
+absl::StatusOr<uid_t> Authorize(const ApiContext& api, grpc::CallbackServerContext* ctx,
+                                std::optional<uid_t>* refused_uid) {
   std::optional<server::PeerCredentials> peer = api.peers->Lookup(ctx->peer());
   if (!peer.has_value()) {
     return contract::MakeError(absl::StatusCode::kPermissionDenied, reason::kPermissionDenied,
@@ -93,6 +94,9 @@ absl::StatusOr<uid_t> Authorize(const ApiContext& api, grpc::CallbackServerConte
   }
   if (!api.policy.Allows(*peer)) {
     api.logger->warn("denied uid={} gid={} pid={}", peer->uid, peer->gid, peer->pid);
+    if (refused_uid != nullptr) {
+      *refused_uid = peer->uid;
+    }
     return contract::MakeError(
         absl::StatusCode::kPermissionDenied, reason::kPermissionDenied,
         absl::StrCat("uid ", peer->uid, " may not use this daemon (allowed: root, uid ",
@@ -102,6 +106,13 @@ absl::StatusOr<uid_t> Authorize(const ApiContext& api, grpc::CallbackServerConte
                      ")"));
   }
   return peer->uid;
+}
+
+void AuditRefused(ApiContext& api, uid_t uid, std::string_view rpc, std::string instance,
+                  const absl::Status& refusal) {
+  api.engine->Post([engine = api.engine, uid, rpc, instance = std::move(instance), refusal] {
+    engine->Audit(uid, rpc, instance, refusal);
+  });
 }
 
 void Finish(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,

@@ -5,6 +5,7 @@
 // grpc::Status mapping with the stable reason in the error details and the `ktesio-reason` trailer.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -42,8 +43,15 @@ inline constexpr std::string_view kStatusCutNote =
     "the message is longer than a gRPC status carries";
 std::string FitStatusMessage(std::string_view message, size_t budget = kStatusMessageBudget);
 
-// Authorizes the caller. Returns the peer's uid, or an error status to answer with.
-absl::StatusOr<uid_t> Authorize(const ApiContext& api, grpc::CallbackServerContext* ctx);
+// Authorizes the caller. Returns the peer's uid, or an error status to answer with; then
+// `*refused_uid` (when given) holds the uid of a known peer the policy refused.
+absl::StatusOr<uid_t> Authorize(const ApiContext& api, grpc::CallbackServerContext* ctx,
+                                std::optional<uid_t>* refused_uid = nullptr);
+
+// The audit record of a mutating call the policy refused (product.md §12: every mutating call is
+// audited with its caller's uid), written on the engine thread; the answer does not wait for it.
+void AuditRefused(ApiContext& api, uid_t uid, std::string_view rpc, std::string instance,
+                  const absl::Status& refusal);
 
 // Adds the reason trailer (when any) and finishes `reactor` with `status`.
 void Finish(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
@@ -70,8 +78,12 @@ grpc::ServerUnaryReactor* RunUnary(ApiContext& api, grpc::CallbackServerContext*
                                    const Request* request, Response* response, std::string_view rpc,
                                    bool mutating, Fn fn) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::StatusOr<uid_t> uid = Authorize(api, ctx);
+  std::optional<uid_t> refused;
+  absl::StatusOr<uid_t> uid = Authorize(api, ctx, &refused);
   if (!uid.ok()) {
+    if (mutating && refused.has_value()) {
+      AuditRefused(api, *refused, rpc, AuditedInstance(*request), uid.status());
+    }
     Finish(ctx, reactor, uid.status());
     return reactor;
   }
@@ -93,8 +105,12 @@ grpc::ServerUnaryReactor* RunUnaryAsync(ApiContext& api, grpc::CallbackServerCon
                                         const Request* request, Response* response,
                                         std::string_view rpc, Fn fn) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::StatusOr<uid_t> uid = Authorize(api, ctx);
+  std::optional<uid_t> refused;
+  absl::StatusOr<uid_t> uid = Authorize(api, ctx, &refused);
   if (!uid.ok()) {
+    if (refused.has_value()) {
+      AuditRefused(api, *refused, rpc, AuditedInstance(*request), uid.status());
+    }
     Finish(ctx, reactor, uid.status());
     return reactor;
   }

@@ -77,6 +77,52 @@ def main() -> int:
             assert error.code() == grpc.StatusCode.NOT_FOUND, error
             trailers = dict(error.trailing_metadata())
             assert trailers.get("ktesio-reason") == "NOT_FOUND", trailers
+        # A mutating call from a uid the policy refuses is answered PERMISSION_DENIED and still
+        # audited with that uid (product.md §12). Root only: the caller must be another uid.
+        if os.geteuid() == 0:
+            os.chmod(tmp, 0o755)  # the file-system gate open: SO_PEERCRED is the check left
+            os.chmod(sock, 0o666)
+            # The stubs where the other uid can read them (the build tree may not be readable).
+            stubs = os.path.join(tmp, "stubs")
+            shutil.copytree(gen, stubs)
+            for root, dirs, files in os.walk(stubs):
+                for name in dirs + files:
+                    os.chmod(os.path.join(root, name), 0o755)
+            os.chmod(stubs, 0o755)
+            child = ("import sys, grpc\n"
+                     f"sys.path.insert(0, {stubs!r})\n"
+                     "from ktesio.v1 import agent_pb2, agent_pb2_grpc\n"
+                     f"stub = agent_pb2_grpc.AgentServiceStub(grpc.insecure_channel('unix:{sock}'))\n"
+                     "try:\n"
+                     "    stub.RemoveAgent(agent_pb2.RemoveAgentRequest(name='from-python',"
+                     " force=True), timeout=5)\n"
+                     "except grpc.RpcError as e:\n"
+                     "    print(e.code().name)\n")
+            refused = subprocess.run([sys.executable, "-c", child], capture_output=True,
+                                     text=True, timeout=30, user=65534, group=65534,
+                                     extra_groups=[], cwd="/")
+            assert refused.stdout.strip() == "PERMISSION_DENIED", (refused.stdout, refused.stderr)
+            listing = agents.ListAgents(agent_pb2.ListAgentsRequest(), timeout=5)
+            assert [i.name for i in listing.instances] == ["from-python"], "nothing was removed"
+            from ktesio.v1 import events_pb2, events_pb2_grpc  # noqa: E402
+            events = events_pb2_grpc.EventServiceStub(channel)
+            deadline = time.time() + 10
+            found = None
+            while found is None and time.time() < deadline:
+                stream = events.SubscribeEvents(
+                    events_pb2.SubscribeEventsRequest(since_cursor=0, audit=True), timeout=1)
+                try:
+                    for response in stream:
+                        for event in response.events:
+                            if '"uid":65534' in event.payload_json:
+                                found = event
+                except grpc.RpcError as error:
+                    assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED, error
+            assert found is not None, "no audit record of the refused call"
+            for part in ('"rpc":"RemoveAgent"', '"instance":"from-python"',
+                         '"result":"PERMISSION_DENIED"'):
+                assert part in found.payload_json, found.payload_json
+            print("python client: a refused mutating call is audited")
         print("python client: ok")
         return 0
     finally:
