@@ -133,7 +133,12 @@ void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions&
       fresh.metering_max_connections != running.metering_max_connections ||
           fresh.metering_max_connections_per_agent != running.metering_max_connections_per_agent ||
           fresh.metering_header_timeout_secs != running.metering_header_timeout_secs);
-  log->info("reload: {} read", paths.config_path);
+  struct stat config_stat {};
+  if (stat(paths.config_path.c_str(), &config_stat) == 0) {
+    log->info("reload: {} read", paths.config_path);
+  } else {
+    log->warn("reload: no {}: the defaults apply", paths.config_path);  // worth seeing
+  }
 }
 
 }  // namespace

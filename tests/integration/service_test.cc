@@ -173,6 +173,19 @@ TEST(Service, SighupReloadsTheLogLevelAndRefusesABrokenFile) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+// Without --config the file is optional: a reload with none says the defaults apply.
+TEST(Service, SighupWithoutAConfigFileSaysTheDefaultsApply) {
+  DaemonHarness daemon;
+  ASSERT_TRUE(daemon.Start());
+  ASSERT_EQ(kill(daemon.pid(), SIGHUP), 0);
+  EXPECT_TRUE(WaitFor([&] {
+    return daemon.DaemonLog().find("reload: no " + daemon.state_dir() +
+                                   "/ktesiod.toml: the defaults apply") != std::string::npos;
+  })) << daemon.DaemonLog();
+  EXPECT_EQ(daemon.DaemonLog().find("ktesiod.toml read"), std::string::npos);
+  EXPECT_EQ(daemon.Ctl({"daemon", "status"}).exit_code, 0);
+}
+
 TEST(Service, LimitsAndTheDefaultStopWindowComeFromTheConfigFileAndReloadLive) {
   TempDir dir;
   const std::string config = dir / "ktesiod.toml";
@@ -458,9 +471,11 @@ TEST(SystemMode, GroupMembersAllowedOthersRefusedEveryMutationAudited) {
     audits.push_back(std::to_string(payload["uid"].Int()) + " " + payload["rpc"].string + " " +
                      payload["instance"].string + " " + payload["result"].string);
   }
+  // The stranger's refused call is in the trail too, with its uid.
   EXPECT_EQ(audits, (std::vector<std::string>{"61001 RegisterAgent sys ok",
                                               "61001 StartAgent sys ok", "61002 StopAgent sys ok",
-                                              "61001 StartAgent missing NOT_FOUND"}))
+                                              "61001 StartAgent missing NOT_FOUND",
+                                              "61003 RegisterAgent intruder PERMISSION_DENIED"}))
       << events.out;
 }
 
