@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <sstream>
 
@@ -144,17 +145,23 @@ std::string Kit::ProbeManifest(const std::vector<std::string>& args, bool keep_c
                                std::optional<c::MeteringSource> metering) {
   std::ostringstream m;
   m << "contract_version = \"1.0.0\"\n[adapter]\nkind = " << TomlString(d_.kind) << "\n";
-  if (argv_file_.empty()) {
+  // Flag targets are appended to argv (with their engine defaults too: `restart.policy` is
+  // always delivered), and the probe refuses unknown flags.
+  const bool flags = keep_config && std::any_of(d_.config.begin(), d_.config.end(), [](auto& kv) {
+                       return kv.second.kind == c::ConfigTarget::Kind::kFlag;
+                     });
+  if (argv_file_.empty() && !flags) {
     m << "[lifecycle.start]\nexec = " << TomlString(options_.probe_path) << "\nargs = [";
     for (size_t i = 0; i < args.size(); ++i) {
       m << (i ? ", " : "") << TomlString(args[i]);
     }
     m << "]\n";
   } else {
-    // Flag targets are appended to argv, and the probe refuses unknown flags: a /bin/sh
-    // wrapper records the appended tokens ("$@") to argv_file_, then execs the probe (same
-    // pid, same environment) without them.
-    std::string script = "printf '%s\\0' \"$@\" > '" + argv_file_ + "'; exec \"$0\"";
+    // A /bin/sh wrapper records the appended tokens ("$@") to argv_file_ (config_mapping and
+    // memory read them; elsewhere nothing does), then execs the probe (same pid, same
+    // environment) without them.
+    const std::string record = argv_file_.empty() ? std::string("/dev/null") : argv_file_;
+    std::string script = "printf '%s\\0' \"$@\" > '" + record + "'; exec \"$0\"";
     for (const std::string& a : args) {
       script += " '" + a + "'";
     }

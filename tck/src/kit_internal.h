@@ -174,6 +174,7 @@ class Kit {
   absl::StatusOr<Outcome> CapabilityEdges();
   absl::StatusOr<Outcome> Lifecycle();
   absl::StatusOr<Outcome> LifecycleCrashLeg();
+  absl::StatusOr<Outcome> LifecycleEscalationLeg();
   absl::StatusOr<Outcome> Pause();
   Outcome PauseGuaranteed(const std::string& name, long long pid, bool chatty,
                           const std::string& quoted);

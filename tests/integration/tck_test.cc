@@ -139,6 +139,15 @@ TEST(TckTest, CapabilitiesWithoutALinuxEntryProjectToUnsupported) {
             Expect({{"pause", "not_applicable"}, {"metering_engine_observed", "not_applicable"}}));
 }
 
+TEST(TckTest, FlagsOnKeysWithEngineDefaultsDoNotFailTheProbe) {
+  // The daemon appends a flag target whenever its key has a value, defaults included: every
+  // section that runs the probe under this mapping must run it without those flags.
+  RunResult r = Tck({"--manifest", Fixture("flags-on-defaulted-keys"), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(Statuses(r, nullptr), Expect({{"metering_engine_observed", "not_applicable"}}))
+      << r.out;
+}
+
 TEST(TckTest, AMappingThatCanNeverDeliverIsReportedNotPassedSilently) {
   RunResult r = Tck(
       {"--manifest", Fixture("undocumented-config-key"), "--section", "config_mapping", "--json"});

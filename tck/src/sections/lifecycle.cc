@@ -1,5 +1,5 @@
 // Section lifecycle: start, stop (the process — in subject mode every process of the agent — is
-// gone), the transition events, and a crash leg.
+// gone), the transition events, a crash leg and a stop escalation leg.
 
 #include <thread>
 
@@ -69,7 +69,11 @@ absl::StatusOr<Kit::Outcome> Kit::Lifecycle() {
   if (std::string problem = TransitionProblem(Transitions(name, "stopped")); !problem.empty()) {
     return Outcome{kFail, problem};
   }
-  return LifecycleCrashLeg();
+  KT_ASSIGN_OR_RETURN(const Outcome crash, LifecycleCrashLeg());
+  if (crash.first != kPass) {
+    return crash;
+  }
+  return LifecycleEscalationLeg();
 }
 
 // An unrequested exit with restart.policy=never ends in failed, no restart. The probe crashes
@@ -108,6 +112,45 @@ absl::StatusOr<Kit::Outcome> Kit::LifecycleCrashLeg() {
     return Outcome{kFail, "crash leg: restart.policy=never but restart_count is " +
                               std::to_string(later.restart_count()) + " and state " +
                               StateName(later.state())};
+  }
+  return Outcome{kPass, ""};
+}
+
+// A stop escalates: an agent still alive when the graceful window ends is killed with its whole
+// group, and the stop says it was forced. The probe ignores SIGTERM for this, in both modes (an
+// arbitrary program cannot be made to outlive its stop); its synthesized manifest declares no
+// stop template, so the graceful phase is SIGTERM.
+absl::StatusOr<Kit::Outcome> Kit::LifecycleEscalationLeg() {
+  const std::string name = NewName("lifecycle");
+  KT_RETURN_IF_ERROR(RegisterProbe(name, {"--ignore-sigterm", "--heartbeat-ms", "1000"}));
+  KT_ASSIGN_OR_RETURN(const v1::AgentInstance running, StartRunning(name));
+  const long long pid = running.pid();
+  v1::StopAgentRequest request;
+  request.set_name(name);
+  request.set_timeout_seconds(1);
+  v1::StopAgentResponse stopped;
+  const grpc::Status status = agents_->StopAgent(Ctx(milliseconds(15000)).get(), request, &stopped);
+  if (!status.ok()) {
+    return Outcome{kFail,
+                   "stop escalation leg: StopAgent (1 s window, the probe ignoring "
+                   "SIGTERM) failed: " +
+                       Describe(status)};
+  }
+  const v1::AgentInstance& after = stopped.instance();
+  if (after.state() != v1::AGENT_STATE_STOPPED) {
+    return Outcome{kFail,
+                   "stop escalation leg: after a 1 s stop of an agent ignoring SIGTERM the "
+                   "state is " +
+                       StateName(after.state()) + " (cause '" + after.cause() + "'), not stopped"};
+  }
+  if (after.cause().find("stop-forced") == std::string::npos) {
+    return Outcome{kFail,
+                   "stop escalation leg: an agent ignoring SIGTERM was stopped with cause '" +
+                       after.cause() + "', expected stop-forced{...}"};
+  }
+  if (!deadline_->WaitFor([&] { return ProcessGone(pid); }, milliseconds(5000))) {
+    return Outcome{kFail, "stop escalation leg: the agent pid " + std::to_string(pid) +
+                              " ignoring SIGTERM is still alive 5 s after its forced stop"};
   }
   return Outcome{kPass, ""};
 }
