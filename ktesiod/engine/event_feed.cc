@@ -6,12 +6,16 @@
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/json_writer.h"
 #include "ktesio/contract/status_macros.h"
+#include "ktesio/contract/text.h"
 #include "logs/segments.h"
+#include "paths/paths.h"
 
 namespace ktesio::daemon::engine {
 namespace {
 
 constexpr int64_t kBatch = store::kEventReadBatch;
+// What an audit record keeps of a name that is not a valid instance name.
+constexpr size_t kAuditedNameBytes = 128;
 
 }  // namespace
 
@@ -112,9 +116,14 @@ bool EventFeed::Pump(Subscription& subscription, BatchCache* cache) {
   }
 }
 
-void EventFeed::Audit(uint32_t uid, std::string_view rpc, const std::string& instance,
+void EventFeed::Audit(uint32_t uid, std::string_view rpc, const std::string& name,
                       const absl::Status& outcome) {
   const std::string result = outcome.ok() ? std::string("ok") : contract::ErrorReason(outcome);
+  // A refused call's name is whatever the client sent: a newline in it forged log lines, and
+  // megabytes of it went into the log and the store. Escaped and bounded, as error messages are.
+  const std::string instance = ValidateInstanceName(name).ok()
+                                   ? name
+                                   : contract::text::EscapeBounded(name, kAuditedNameBytes);
   log_->info("audit uid={} rpc={} instance={} result={}", uid, rpc, instance, result);
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())

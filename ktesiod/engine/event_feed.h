@@ -55,8 +55,9 @@ class EventFeed {
   void Publish();
 
   // One `audit uid=… rpc=… instance=… result=…` log line and one persisted `audit` event per
-  // mutating call, whatever its outcome (`instance` may be empty); then publishes it.
-  void Audit(uint32_t uid, std::string_view rpc, const std::string& instance,
+  // mutating call, whatever its outcome (`name` may be empty, or not a valid name at all: such a
+  // name is recorded escaped and cut to 128 bytes); then publishes it.
+  void Audit(uint32_t uid, std::string_view rpc, const std::string& name,
              const absl::Status& outcome);
 
   size_t size() const { return subscriptions_.size(); }

@@ -203,5 +203,34 @@ TEST_F(EventFeedTest, EveryAuditIsLoggedPersistedInTheAuditLogAndPublished) {
       << log_text_.str();
 }
 
+TEST_F(EventFeedTest, ARefusedNameIsAuditedEscapedAndBounded) {
+  // The name of a refused call is whatever the client sent: it must not forge a log line (a
+  // newline and a fake record after it) nor put megabytes into the log and the store.
+  Recorder audit;
+  KT_ASSERT_OK(feed_->Subscribe(To(&audit, "", std::nullopt, store::EventLog::kAudit)).status());
+  const absl::Status refused = contract::MakeError(absl::StatusCode::kInvalidArgument,
+                                                   contract::reason::kInvalidName, "bad name");
+  feed_->Audit(1000, "StartAgent",
+               "zz result=ok\ninfo engine: audit uid=0 rpc=RemoveAgent instance=prod", refused);
+  feed_->Audit(1000, "StartAgent", std::string(3000000, 'n'), refused);
+  const std::string log = log_text_.str();
+  EXPECT_EQ(log.find("\ninfo engine: audit uid=0"), std::string::npos) << log;
+  EXPECT_NE(log.find("instance=zz result=ok\\ninfo engine: audit uid=0 rpc=RemoveAgent "
+                     "instance=prod result=INVALID_NAME\n"),
+            std::string::npos)
+      << log;
+  EXPECT_LT(log.size(), 2000u);
+  EXPECT_NE(log.find("... (3000000 bytes) result=INVALID_NAME"), std::string::npos);
+  ASSERT_EQ(audit.Cursors().size(), 2u);
+  EXPECT_EQ(audit.batches[0].events(0).instance(),
+            "zz result=ok\\ninfo engine: audit uid=0 rpc=RemoveAgent instance=prod");
+  EXPECT_EQ(audit.batches[1].events(0).instance(),
+            std::string(128, 'n') + "... (3000000 bytes)");
+  EXPECT_LT(audit.batches[1].events(0).payload_json().size(), 400u);
+  // A valid name is recorded as it is.
+  feed_->Audit(1000, "StartAgent", "web-1", absl::OkStatus());
+  EXPECT_NE(log_text_.str().find("instance=web-1 result=ok"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ktesio::daemon::engine

@@ -64,6 +64,16 @@ std::string Join(const Range& range, std::string_view separator) {
 // C-style escaping (non-printable bytes as \xNN) for quoting untrusted text in messages.
 inline std::string Escape(std::string_view s) { return absl::CHexEscape(ToAbsl(s)); }
 
+// Untrusted text for a log line or a stored record: escaped as Escape does, at most `max_bytes`
+// of the original kept, and the cut said ("... (3000000 bytes)").
+inline std::string EscapeBounded(std::string_view s, size_t max_bytes) {
+  std::string out = Escape(s.substr(0, max_bytes));
+  if (s.size() > max_bytes) {
+    Append(out, "... (", s.size(), " bytes)");
+  }
+  return out;
+}
+
 // Splits `text` at every `separator`; "" yields one empty piece, like absl::StrSplit.
 inline std::vector<std::string_view> Split(std::string_view text, char separator) {
   std::vector<std::string_view> pieces;
