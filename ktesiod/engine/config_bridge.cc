@@ -128,7 +128,7 @@ budget::Limits ConfigBridge::Limits(const store::InstanceRow& row) const {
   return limits;
 }
 
-absl::StatusOr<supervisor::Delivery> ConfigBridge::Deliver(
+absl::StatusOr<config::DeliveryPlan> ConfigBridge::Plan(
     const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot,
     const std::string& metering_base_url) const {
   KT_ASSIGN_OR_RETURN(std::vector<config::Entry> entries, Effective(row, metering_base_url));
@@ -137,9 +137,13 @@ absl::StatusOr<supervisor::Delivery> ConfigBridge::Deliver(
   KT_ASSIGN_OR_RETURN(auto existing,
                       config::ReadExistingTargets(row.home, config::FileTargetPaths(input)));
   input.existing_files = std::move(existing);
-  KT_ASSIGN_OR_RETURN(
-      config::DeliveryPlan plan,
-      config::PlanDelivery(input, config::StoreResolver(secrets_, config::ProcessEnvironment())));
+  return config::PlanDelivery(input, config::StoreResolver(secrets_, config::ProcessEnvironment()));
+}
+
+absl::StatusOr<supervisor::Delivery> ConfigBridge::Deliver(
+    const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot,
+    const std::string& metering_base_url) const {
+  KT_ASSIGN_OR_RETURN(config::DeliveryPlan plan, Plan(row, snapshot, metering_base_url));
   KT_RETURN_IF_ERROR(config::WriteDeliveredFiles(row.home, plan));
   supervisor::Delivery delivery;
   for (const auto& [key, value] : plan.env) {

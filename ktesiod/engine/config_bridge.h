@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "budget/budget.h"
+#include "config/delivery.h"
 #include "config/layers.h"
 #include "config/secrets.h"
 #include "ktesio/v1/common.pb.h"
@@ -45,9 +46,19 @@ class ConfigBridge {
                                                const v1::AdapterSnapshot& snapshot,
                                                const std::string& metering_base_url) const;
 
+  // Whether Deliver would succeed now: the same rendering (secrets resolved, {env:VAR} checked,
+  // file targets merged), nothing written. A restart asks before it stops a running agent.
+  absl::Status Deliverable(const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot,
+                           const std::string& metering_base_url) const {
+    return Plan(row, snapshot, metering_base_url).status();
+  }
+
   config::SecretsStore& secrets() { return secrets_; }
 
  private:
+  absl::StatusOr<config::DeliveryPlan> Plan(const store::InstanceRow& row,
+                                            const v1::AdapterSnapshot& snapshot,
+                                            const std::string& metering_base_url) const;
   // The instance file of `home`, parsed once and reused while the file is unchanged (same
   // device, inode, size and modification time; the daemon replaces it atomically, so a write is
   // a new inode). Views of 1,000 instances read their settings and limits without re-reading

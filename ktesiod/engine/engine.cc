@@ -57,6 +57,9 @@ Engine::Engine(DaemonPaths paths, std::unique_ptr<store::Store> store,
                              supervisor::State to) { OnTransition(row, from, to); },
                       [this](const std::string& instance, const std::string& problem) {
                         health_.Set("store:" + instance, problem);
+                      },
+                      [this](const store::InstanceRow& row, const v1::AdapterSnapshot& snapshot) {
+                        return Deliverable(row, snapshot);
                       }}) {
   started_at_ms_ = clock_->NowUnixMs();
   SyncLaunchHealth();

@@ -211,6 +211,12 @@ class Engine {
   // the proxy's call records, and re-listening for re-adopted agents.
   absl::StatusOr<supervisor::Delivery> DeliverFor(const store::InstanceRow& row,
                                                   const v1::AdapterSnapshot& snapshot);
+  // Whether DeliverFor would succeed now, opening and writing nothing.
+  absl::Status Deliverable(const store::InstanceRow& row,
+                           const v1::AdapterSnapshot& snapshot) const;
+  // The provider an engine-observed instance's proxy forwards to (metering.upstream_base_url);
+  // CONFIG_INVALID when it is unset or malformed.
+  absl::StatusOr<metering::Upstream> UpstreamFor(const store::InstanceRow& row) const;
   void ReopenProxies();
   std::string ProxyUrl(const std::string& name) const;
   ProxyKey proxy_key_;  // derives each instance's proxy path prefix (proxy_path.h)

@@ -57,11 +57,7 @@ std::string Engine::ProxyUrl(const std::string& name) const {
                    : absl::StrCat("http://127.0.0.1:", port, proxy_->PathPrefix(name));
 }
 
-absl::StatusOr<supervisor::Delivery> Engine::DeliverFor(const store::InstanceRow& row,
-                                                        const v1::AdapterSnapshot& snapshot) {
-  if (snapshot.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED) {
-    return config_.Deliver(row, snapshot, "");
-  }
+absl::StatusOr<metering::Upstream> Engine::UpstreamFor(const store::InstanceRow& row) const {
   KT_ASSIGN_OR_RETURN(std::vector<config::Entry> entries, config_.Effective(row));
   std::optional<std::string> url = config::Lookup(entries, kUpstreamKey);
   if (!url.has_value() || url->empty()) {
@@ -71,7 +67,25 @@ absl::StatusOr<supervisor::Delivery> Engine::DeliverFor(const store::InstanceRow
                      "' is not set: set it to the provider's base URL (ktctl agent config set ",
                      row.name, " ", kUpstreamKey, " https://api.openai.com/v1)"));
   }
-  KT_ASSIGN_OR_RETURN(metering::Upstream upstream, metering::ParseUpstream(kUpstreamKey, *url));
+  return metering::ParseUpstream(kUpstreamKey, *url);
+}
+
+absl::Status Engine::Deliverable(const store::InstanceRow& row,
+                                 const v1::AdapterSnapshot& snapshot) const {
+  if (snapshot.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED) {
+    return config_.Deliverable(row, snapshot, "");
+  }
+  KT_RETURN_IF_ERROR(UpstreamFor(row).status());
+  // The URL a start injects differs only in its port and path, which no check depends on.
+  return config_.Deliverable(row, snapshot, "http://127.0.0.1:1/");
+}
+
+absl::StatusOr<supervisor::Delivery> Engine::DeliverFor(const store::InstanceRow& row,
+                                                        const v1::AdapterSnapshot& snapshot) {
+  if (snapshot.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED) {
+    return config_.Deliver(row, snapshot, "");
+  }
+  KT_ASSIGN_OR_RETURN(metering::Upstream upstream, UpstreamFor(row));
   absl::StatusOr<int64_t> previous = store_->ProxyPort(row.id);
   const uint16_t preferred =
       previous.ok() && *previous > 0 && *previous < 65536 ? static_cast<uint16_t>(*previous) : 0;

@@ -56,6 +56,10 @@ struct Hooks {
   // Reports (or, with "", clears) a problem keeping the store from the truth for an instance,
   // e.g. an exit whose commit keeps failing; the daemon shows it until it is resolved.
   std::function<void(const std::string& instance, const std::string& problem)> problem;
+  // Whether `deliver` would succeed now, without writing or opening anything: a restart asks
+  // before it stops a running agent, so a delivery that would be refused leaves it running.
+  // Unset = nothing to check.
+  std::function<absl::Status(const store::InstanceRow&, const v1::AdapterSnapshot&)> deliverable;
 };
 
 // The longest graceful stop window a command may ask for (ktctl's --timeout and ktesiod.toml's

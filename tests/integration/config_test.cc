@@ -219,6 +219,38 @@ TEST_F(ConfigTest, UnresolvedSecretRefusesStartWithStateUnchanged) {
   EXPECT_EQ((*show)["instance"]["state"].string, "registered");
 }
 
+TEST_F(ConfigTest, ARestartWhoseDeliveryWouldBeRefusedLeavesTheAgentRunning) {
+  // configuration.md: every launch renders delivery first and launches nothing on refusal. A
+  // restart is a stop and a launch: the stop must not happen when the launch would be refused.
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "c"}).exit_code, 0);
+  const auto pid_of_c = [&] {
+    std::optional<Json> show = ParseJson(daemon_.Ctl({"agent", "show", "c", "--json"}).out);
+    return show ? (*show)["instance"]["pid"].Int() : -1;
+  };
+  const long long pid = pid_of_c();
+  ASSERT_GT(pid, 0);
+  // A secret that no longer resolves: the delivery would be refused (exit 1, DELIVERY_FAILED).
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "c", "model", "secret:gone_one"}).exit_code, 0);
+  RunResult restart = daemon_.Ctl({"agent", "restart", "c"});
+  EXPECT_EQ(restart.exit_code, 1) << restart.out << restart.err;
+  EXPECT_NE(restart.err.find("gone_one"), std::string::npos) << restart.err;
+  EXPECT_NE(restart.err.find("keeps running"), std::string::npos) << restart.err;
+  // A hand-edited instance file the daemon refuses (an unknown key): exit 2, CONFIG_INVALID.
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "unset", "c", "model"}).exit_code, 0);
+  {
+    std::ofstream edit(home_ + "/config.toml", std::ios::app);
+    edit << "bogus_key = 1\n";
+  }
+  restart = daemon_.Ctl({"agent", "restart", "c"});
+  EXPECT_EQ(restart.exit_code, 2) << restart.out << restart.err;
+  EXPECT_NE(restart.err.find("bogus_key"), std::string::npos) << restart.err;
+  std::optional<Json> show = ParseJson(daemon_.Ctl({"agent", "show", "c", "--json"}).out);
+  ASSERT_TRUE(show.has_value());
+  EXPECT_EQ((*show)["instance"]["state"].string, "running");
+  EXPECT_EQ((*show)["instance"]["pid"].Int(), pid);
+  EXPECT_EQ((*show)["instance"]["restart_count"].Int(), 0);
+}
+
 TEST_F(ConfigTest, EnvPlaceholderMustBeSetBeforeLaunch) {
   ASSERT_EQ(
       daemon_.Ctl({"agent", "config", "set", "c", "model", "{env:NOT_SET_ANYWHERE}"}).exit_code, 0);

@@ -224,8 +224,7 @@ TEST_F(EventFeedTest, ARefusedNameIsAuditedEscapedAndBounded) {
   ASSERT_EQ(audit.Cursors().size(), 2u);
   EXPECT_EQ(audit.batches[0].events(0).instance(),
             "zz result=ok\\ninfo engine: audit uid=0 rpc=RemoveAgent instance=prod");
-  EXPECT_EQ(audit.batches[1].events(0).instance(),
-            std::string(128, 'n') + "... (3000000 bytes)");
+  EXPECT_EQ(audit.batches[1].events(0).instance(), std::string(128, 'n') + "... (3000000 bytes)");
   EXPECT_LT(audit.batches[1].events(0).payload_json().size(), 400u);
   // A valid name is recorded as it is.
   feed_->Audit(1000, "StartAgent", "web-1", absl::OkStatus());
