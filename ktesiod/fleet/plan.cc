@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "fleet/apply.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "ktesio/contract/labels.h"
 
@@ -163,10 +164,13 @@ std::vector<Step> ComputePlan(const std::vector<Desired>& desired,
 }
 
 std::string DisplayValue(const std::string& key, const std::string& value) {
-  if (value.starts_with("secret:") || !key.starts_with("agent.")) {
-    return absl::StrCat("\"", value, "\"");
+  // A literal credential set by hand (`config set c model sk-...`) is shown no more than an
+  // agent.* value: the plan goes to terminals and JSON.
+  if (!value.starts_with("secret:") &&
+      (key.starts_with("agent.") || LooksLikeCredential(key, value))) {
+    return "****";
   }
-  return "****";
+  return absl::StrCat("\"", value, "\"");
 }
 
 }  // namespace ktesio::daemon::fleet

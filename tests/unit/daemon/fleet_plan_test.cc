@@ -132,6 +132,9 @@ TEST(DisplayValue, MasksLiteralPassThroughValues) {
   EXPECT_EQ(DisplayValue("model", "gpt-5"), "\"gpt-5\"");
   EXPECT_EQ(DisplayValue("agent.OPENAI_API_KEY", "secret:openai"), "\"secret:openai\"");
   EXPECT_EQ(DisplayValue("agent.HOME_DIR", "/srv/x"), "****");
+  // A literal credential in a secret-capable key (set by hand, outside any fleet file).
+  EXPECT_EQ(DisplayValue("model", "sk-proj-LITERALabcdefghijklmnop123456"), "****");
+  EXPECT_EQ(DisplayValue("model", "secret:s2"), "\"secret:s2\"");
 }
 
 TEST(LooksLikeCredential, KeyNamesAndKeyShapes) {
