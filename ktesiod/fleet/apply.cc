@@ -9,6 +9,7 @@
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/labels.h"
 #include "ktesio/contract/status_macros.h"
+#include "supervisor/supervisor.h"
 
 namespace ktesio::daemon::fleet {
 namespace {
@@ -213,6 +214,15 @@ void Apply(Engine& engine, const v1::ApplyFleetRequest& request, v1::ApplyFleetR
   run->response = response;
   run->finish = std::move(finish);
   ShareManifests(&run->request);
+  // The stop window too, before anything: a window the stops would refuse left the steps before
+  // the first stop applied.
+  if (absl::Status status = supervisor::CheckStopWindow(
+          request.has_timeout_seconds() ? std::optional<uint32_t>(request.timeout_seconds())
+                                        : std::nullopt);
+      !status.ok()) {
+    run->finish(status);
+    return;
+  }
   if (absl::Status status = Validate(run->request, &run->desired); !status.ok()) {
     run->finish(status);
     return;

@@ -9,6 +9,7 @@
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/labels.h"
 #include "paths/paths.h"
+#include "supervisor/supervisor.h"
 
 namespace ktesio::daemon::fleet {
 namespace {
@@ -181,6 +182,10 @@ void RunBatch(engine::Engine& engine, const v1::BatchAgentsRequest& request,
   absl::StatusOr<contract::Selector> selector = contract::Selector::Parse(request.selector());
   if (!selector.ok()) {
     finish(selector.status());
+    return;
+  }
+  if (absl::Status window = supervisor::CheckStopWindow(StopWindow(request)); !window.ok()) {
+    finish(window);  // once for the batch, not once per instance
     return;
   }
   absl::StatusOr<std::vector<engine::Instances::Listed>> every = engine.instances().List();

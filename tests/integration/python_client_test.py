@@ -77,6 +77,22 @@ def main() -> int:
             assert error.code() == grpc.StatusCode.NOT_FOUND, error
             trailers = dict(error.trailing_metadata())
             assert trailers.get("ktesio-reason") == "NOT_FOUND", trailers
+        # A stop window the stops would refuse is refused before any step applies (the adoption
+        # of "from-python" into fleet "t2" came before its stop, and was applied).
+        from ktesio.v1 import fleet_pb2, fleet_pb2_grpc  # noqa: E402
+        fleet = fleet_pb2_grpc.FleetServiceStub(channel)
+        spec = fleet_pb2.FleetSpec(name="t2", instances=[fleet_pb2.FleetInstanceSpec(
+            name="from-python", builtin_kind="mock", state=fleet_pb2.DESIRED_STATE_STOPPED)])
+        try:
+            fleet.Apply(fleet_pb2.ApplyFleetRequest(fleets=[spec], timeout_seconds=4294967295),
+                        timeout=10)
+            raise SystemExit("expected INVALID_ARGUMENT for a 4294967295 s stop window")
+        except grpc.RpcError as error:
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+            assert "stop window of 4294967295 s" in error.details(), error.details()
+        shown = agents.GetAgent(agent_pb2.GetAgentRequest(name="from-python"), timeout=5)
+        assert "ktesio.io/fleet" not in shown.instance.labels, shown.instance.labels
+
         # A mutating call from a uid the policy refuses is answered PERMISSION_DENIED and still
         # audited with that uid (product.md §12). Root only: the caller must be another uid.
         if os.geteuid() == 0:
