@@ -1,5 +1,7 @@
 #include "cli/app.h"
 
+#include <sys/un.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/exit_codes.h"
 #include "cli/output.h"
+#include "cli/render.h"
 #include "ktesio/contract/declaration.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/json_writer.h"
@@ -106,6 +109,18 @@ std::string UnknownCommand(const std::vector<std::string>& words) {
 }  // namespace
 
 Client* Context::Connect(int* exit_code) {
+  // A longer path cannot name a Unix socket at all (sockaddr_un): gRPC's own error for it is
+  // "Failed to create secure client channel", which names neither the path nor the limit.
+  constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
+  if (client_ == nullptr && socket_path.size() > kMaxSocketPath) {
+    *exit_code = ReportError(
+        global.json, "USAGE",
+        absl::StrCat("the socket path is ", socket_path.size(), " bytes, over the limit of ",
+                     kMaxSocketPath, " for a Unix socket: ", TerminalText(socket_path),
+                     " (use a shorter --socket or KTESIO_SOCKET)"),
+        kExitUsage);
+    return nullptr;
+  }
   if (client_ == nullptr) {
     const double seconds = global.timeout_seconds.value_or(kDefaultTimeoutSeconds);
     auto client = std::make_unique<Client>(

@@ -80,11 +80,20 @@ int List(Context& ctx, const LocalArgs& args) {
   ListOptions options;
   options.show_labels = args.Has("--show-labels");
   for (const std::string& keys : args.Values("-L")) {  // -L a,b and -L a -L b alike
+    bool any = false;
     for (absl::string_view key : absl::StrSplit(keys, ',', absl::SkipEmpty())) {
+      any = true;
+      if (absl::Status valid = contract::ValidateLabelKey(std::string_view(key.data(), key.size()));
+          !valid.ok()) {
+        return ctx.Usage(absl::StrCat("-L: ", valid.message()));
+      }
       if (std::find(options.label_columns.begin(), options.label_columns.end(), key) ==
           options.label_columns.end()) {
         options.label_columns.emplace_back(key);
       }
+    }
+    if (!any) {
+      return ctx.Usage("-L needs label keys (-L KEY[,KEY...])");
     }
   }
   v1::ListAgentsRequest request;

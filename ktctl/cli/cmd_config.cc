@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -135,12 +138,26 @@ int SecretSet(Context& ctx, const LocalArgs& args) {
   constexpr size_t kReadAtMost = kMaxSecretBytes + 3;
   std::string value(kReadAtMost, '\0');
   if (std::optional<std::string> path = args.Value("--from-file")) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(*path, ec)) {  // opens, then every read fails: "empty"
+      return ReportError(ctx.global.json, "IO_ERROR",
+                         absl::StrCat("cannot read ", TerminalText(*path), ": it is a directory"),
+                         kExitGeneral);
+    }
     std::ifstream file(*path, std::ios::binary);
     if (!file) {
-      return ReportError(ctx.global.json, "IO_ERROR", absl::StrCat("cannot read ", *path),
+      return ReportError(ctx.global.json, "IO_ERROR",
+                         absl::StrCat("cannot read ", TerminalText(*path), ": ",
+                                      std::strerror(errno)),
                          kExitGeneral);
     }
     file.read(value.data(), static_cast<std::streamsize>(value.size()));
+    if (file.bad()) {
+      return ReportError(ctx.global.json, "IO_ERROR",
+                         absl::StrCat("cannot read ", TerminalText(*path), ": ",
+                                      std::strerror(errno)),
+                         kExitGeneral);
+    }
     value.resize(static_cast<size_t>(file.gcount()));
   } else {
     if (isatty(STDIN_FILENO)) {

@@ -31,6 +31,9 @@ int DaemonStatus(Context& ctx, const LocalArgs& /*args*/) {
 // renamed: a failed or interrupted backup never leaves a FILE that looks complete).
 int DaemonBackup(Context& ctx, const LocalArgs& args) {
   const std::string file = args.positionals[0];
+  if (file.empty()) {
+    return ctx.Usage("daemon backup needs a FILE to write (got an empty name)");
+  }
   if (access(file.c_str(), F_OK) == 0) {
     return ctx.Fail(CallError{
         "ALREADY_EXISTS", absl::StrCat(file, " already exists; choose another name or remove it"),

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ktesio/contract/error.h"
+#include "ktesio/contract/text.h"
 #include "ktesio/contract/status_macros.h"
 
 namespace ktesio::daemon {
@@ -121,7 +122,9 @@ absl::Status ValidateInstanceName(std::string_view name) {
   auto bad = [&](std::string_view why) {
     return contract::MakeError(
         absl::StatusCode::kInvalidArgument, reason::kInvalidName,
-        absl::StrCat("invalid instance name '", std::string(name), "': ", std::string(why),
+        // The name is the client's: escaped (no terminal sequences, no line breaks) and bounded.
+        absl::StrCat("invalid instance name '", contract::text::EscapeBounded(name, 128), "': ",
+                     std::string(why),
                      " (names match ^[a-z0-9][a-z0-9_-]*$, at most 128 characters)"));
   };
   if (name.empty()) {

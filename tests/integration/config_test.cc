@@ -160,6 +160,11 @@ TEST_F(ConfigTest, AnOversizedSecretIsRefusedBeforeItIsSent) {
   in.stdin_text = std::string(65536, 'k') + "\n";
   EXPECT_EQ(daemon_.Ctl({"secret", "set", "edge"}, in).exit_code, 0) << "exactly the limit";
   EXPECT_EQ(daemon_.Ctl({"secret", "list"}).out, "edge\n");
+  // A directory opens but cannot be read: an I/O error naming it, not an "empty value".
+  RunResult dir = daemon_.Ctl({"secret", "set", "from-dir", "--from-file", daemon_.dir()});
+  EXPECT_EQ(dir.exit_code, 1);
+  EXPECT_NE(dir.err.find("it is a directory"), std::string::npos) << dir.err;
+  EXPECT_EQ(daemon_.Ctl({"secret", "list"}).out, "edge\n");
 }
 
 TEST_F(ConfigTest, SecretsAreDeliveredOnlyToTheirTarget) {

@@ -249,6 +249,21 @@ TEST(DaemonShell, UnreachableDaemonExits7NamingTheSocket) {
   EXPECT_EQ((*doc)["error"]["reason"].string, "DAEMON_UNREACHABLE");
 }
 
+TEST(DaemonShell, ASocketPathOverTheUnixLimitIsAUsageErrorNamingIt) {
+  // sockaddr_un holds 107 bytes of path: a longer one can name no daemon (gRPC's own error for
+  // it, "Failed to create secure client channel", named neither the path nor the limit).
+  const std::string path = "/tmp/" + std::string(120, 'a') + ".sock";
+  RunResult r = RunProcess({KtctlPath(), "--socket", path, "agent", "list"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("over the limit of 107"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(path), std::string::npos) << r.err;
+  RunResult json = RunProcess({KtctlPath(), "--socket", path, "agent", "list", "--json"});
+  EXPECT_EQ(json.exit_code, 2);
+  std::optional<Json> doc = ParseJson(json.out);
+  ASSERT_TRUE(doc.has_value()) << json.out;
+  EXPECT_EQ((*doc)["error"]["reason"].string, "USAGE");
+}
+
 TEST(DaemonShell, SocketFromEnvironment) {
   DaemonHarness daemon;
   ASSERT_TRUE(daemon.Start());

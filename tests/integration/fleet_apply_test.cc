@@ -435,6 +435,14 @@ TEST_F(FleetApplyTest, LabelsAreValidatedAndReservedKeysRefused) {
     const std::string row = table.out.substr(header.size() + 1);
     EXPECT_TRUE(row.substr(0, row.find('\n')).ends_with(" y     1")) << table.out;
   }
+  // A column must be a label key `agent label` would take: a usage error otherwise.
+  for (const char* bad : {"bad key", ",", "-x"}) {
+    const RunResult refused = daemon_.Ctl({"agent", "list", "-L", bad});
+    EXPECT_EQ(refused.exit_code, 2) << bad << ": " << refused.out << refused.err;
+    EXPECT_TRUE(refused.out.empty()) << refused.out;
+  }
+  EXPECT_NE(daemon_.Ctl({"agent", "list", "-L", "bad key"}).err.find("invalid label key 'bad key'"),
+            std::string::npos);
   // The frozen list document is unchanged unless labels are asked for.
   RunResult plain = daemon_.Ctl({"agent", "list", "--json"});
   EXPECT_EQ(plain.out.find("\"labels\""), std::string::npos) << plain.out;

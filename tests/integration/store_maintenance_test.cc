@@ -97,6 +97,9 @@ TEST(StoreMaintenance, BackupWhileAgentsReportUsageRestoresTheSameLedgerInstance
     return list.has_value() && (*list)["totals"]["total_input_tokens"].Int() > 300;
   }));
   const std::string backup = source.dir() + "/backup.db";
+  RunResult unnamed = source.Ctl({"daemon", "backup", ""});
+  EXPECT_EQ(unnamed.exit_code, 2) << unnamed.err;
+  EXPECT_NE(unnamed.err.find("needs a FILE"), std::string::npos) << unnamed.err;
   RunResult made = source.Ctl({"daemon", "backup", backup});
   ASSERT_EQ(made.exit_code, 0) << made.err;
   EXPECT_NE(made.out.find("schema version 11"), std::string::npos) << made.out;

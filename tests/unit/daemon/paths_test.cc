@@ -118,6 +118,15 @@ TEST(Names, Table) {
       EXPECT_EQ(contract::ErrorReason(status), "INVALID_NAME");
     }
   }
+  // The message quotes the client's name escaped and bounded: no terminal sequence, no line
+  // break, not megabytes.
+  const absl::Status escaped = ValidateInstanceName("a\x1b[31mRED\nb");
+  EXPECT_NE(escaped.message().find("invalid instance name 'a\\x1b[31mRED\\nb'"),
+            absl::string_view::npos)
+      << escaped;
+  const absl::Status huge = ValidateInstanceName(std::string(3000000, 'n'));
+  EXPECT_LT(huge.message().size(), 400u);
+  EXPECT_NE(huge.message().find("... (3000000 bytes)"), absl::string_view::npos);
 }
 
 }  // namespace
