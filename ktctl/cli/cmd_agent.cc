@@ -352,6 +352,7 @@ int Send(Context& ctx, const LocalArgs& args) {
     json.Key("bytes_written").Uint(response.bytes_written()).EndObject();
     Out(json.Take() + "\n");
   }
+  PrintNotices(response.notices());
   return kExitOk;
 }
 

@@ -146,17 +146,17 @@ int SecretSet(Context& ctx, const LocalArgs& args) {
     }
     std::ifstream file(*path, std::ios::binary);
     if (!file) {
-      return ReportError(ctx.global.json, "IO_ERROR",
-                         absl::StrCat("cannot read ", TerminalText(*path), ": ",
-                                      std::strerror(errno)),
-                         kExitGeneral);
+      return ReportError(
+          ctx.global.json, "IO_ERROR",
+          absl::StrCat("cannot read ", TerminalText(*path), ": ", std::strerror(errno)),
+          kExitGeneral);
     }
     file.read(value.data(), static_cast<std::streamsize>(value.size()));
     if (file.bad()) {
-      return ReportError(ctx.global.json, "IO_ERROR",
-                         absl::StrCat("cannot read ", TerminalText(*path), ": ",
-                                      std::strerror(errno)),
-                         kExitGeneral);
+      return ReportError(
+          ctx.global.json, "IO_ERROR",
+          absl::StrCat("cannot read ", TerminalText(*path), ": ", std::strerror(errno)),
+          kExitGeneral);
     }
     value.resize(static_cast<size_t>(file.gcount()));
   } else {

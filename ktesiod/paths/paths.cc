@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "ktesio/contract/error.h"
-#include "ktesio/contract/text.h"
 #include "ktesio/contract/status_macros.h"
+#include "ktesio/contract/text.h"
 
 namespace ktesio::daemon {
 namespace {
@@ -123,8 +123,8 @@ absl::Status ValidateInstanceName(std::string_view name) {
     return contract::MakeError(
         absl::StatusCode::kInvalidArgument, reason::kInvalidName,
         // The name is the client's: escaped (no terminal sequences, no line breaks) and bounded.
-        absl::StrCat("invalid instance name '", contract::text::EscapeBounded(name, 128), "': ",
-                     std::string(why),
+        absl::StrCat("invalid instance name '", contract::text::EscapeBounded(name, 128),
+                     "': ", std::string(why),
                      " (names match ^[a-z0-9][a-z0-9_-]*$, at most 128 characters)"));
   };
   if (name.empty()) {

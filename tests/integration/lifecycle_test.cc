@@ -300,6 +300,28 @@ TEST_F(LifecycleTest, BestEffortPauseRunsTemplateWithQualifier) {
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "be", "--timeout", "0"}).exit_code, 0);
 }
 
+TEST_F(LifecycleTest, ASendToABestEffortChannelSaysSo) {
+  // "best-effort — surfaced honestly (a qualifier), never silently treated as guaranteed": the
+  // line is written, and the answer says the agent may not act on it.
+  Register("bi", Manifest("--heartbeat-ms 1000", "", "guaranteed", "best-effort"));
+  Register("gi", Manifest("--heartbeat-ms 1000"));
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "bi"}).exit_code, 0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "gi"}).exit_code, 0);
+  RunResult best = daemon_.Ctl({"agent", "send", "bi", "hello"});
+  EXPECT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_NE(best.err.find("ktctl: note: interaction is best-effort on linux"), std::string::npos)
+      << best.err;
+  RunResult json = daemon_.Ctl({"agent", "send", "bi", "hello", "--json"});
+  EXPECT_EQ(json.exit_code, 0);
+  EXPECT_EQ(json.out, "{\"schema_version\":1,\"instance\":\"bi\",\"bytes_written\":6}\n");
+  EXPECT_NE(json.err.find("best-effort"), std::string::npos) << json.err;
+  RunResult guaranteed = daemon_.Ctl({"agent", "send", "gi", "hello"});
+  EXPECT_EQ(guaranteed.exit_code, 0) << guaranteed.err;
+  EXPECT_EQ(guaranteed.err, "");
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "bi", "--timeout", "0"}).exit_code, 0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "gi", "--timeout", "0"}).exit_code, 0);
+}
+
 TEST_F(LifecycleTest, InvalidTransitionsExit4) {
   Register("t", Manifest("--heartbeat-ms 1000"));
   RunResult stop = daemon_.Ctl({"agent", "stop", "t"});
