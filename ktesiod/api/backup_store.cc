@@ -19,7 +19,7 @@ constexpr size_t kPieceBytes = 1 << 20;
 }  // namespace
 
 BackupStoreReactor::BackupStoreReactor(ApiContext& api, grpc::CallbackServerContext* ctx)
-    : api_(api) {
+    : api_(api), ctx_(ctx) {
   std::optional<uid_t> refused;
   absl::StatusOr<uid_t> uid = Authorize(api, ctx, &refused);
   if (!uid.ok()) {
@@ -27,7 +27,7 @@ BackupStoreReactor::BackupStoreReactor(ApiContext& api, grpc::CallbackServerCont
       AuditRefused(api, *refused, "BackupStore", "", uid.status());
     }
     finished_ = true;
-    Finish(ToGrpcStatus(uid.status()));
+    Finish(WithReason(ctx, uid.status()));
     return;
   }
   worker_ = std::thread(&BackupStoreReactor::Work, this, api.engine->paths().state_dir,
@@ -105,7 +105,7 @@ void BackupStoreReactor::Work(std::string state_dir, uint32_t uid) {
   absl::MutexLock lock(&mu_);
   if (!finished_) {
     finished_ = true;
-    Finish(ToGrpcStatus(status));
+    Finish(WithReason(ctx_, status));
   }
 }
 

@@ -31,6 +31,7 @@ class BackupStoreReactor final : public grpc::ServerWriteReactor<v1::BackupStore
   bool WriteSettled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !writing_ || cancelled_; }
 
   ApiContext& api_;
+  grpc::CallbackServerContext* const ctx_;
   absl::Mutex mu_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

@@ -115,13 +115,17 @@ void AuditRefused(ApiContext& api, uid_t uid, std::string_view rpc, std::string 
   });
 }
 
-void Finish(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
-            const absl::Status& status) {
+grpc::Status WithReason(grpc::CallbackServerContext* ctx, const absl::Status& status) {
   if (!status.ok()) {
     std::string why = contract::ErrorReason(status);
     ctx->AddTrailingMetadata("ktesio-reason", why.empty() ? std::string(reason::kInternal) : why);
   }
-  reactor->Finish(ToGrpcStatus(status));
+  return ToGrpcStatus(status);
+}
+
+void Finish(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
+            const absl::Status& status) {
+  reactor->Finish(WithReason(ctx, status));
 }
 
 grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* ctx, std::string_view what) {

@@ -32,6 +32,10 @@ struct ApiContext {
 // ktesio.v1.ErrorDetail as binary error details. The message goes through FitStatusMessage.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// ToGrpcStatus, and for a non-OK status the stable reason in the `ktesio-reason` trailer of
+// `ctx`'s call (INTERNAL when it carries none). Call before the call finishes.
+grpc::Status WithReason(grpc::CallbackServerContext* ctx, const absl::Status& status);
+
 // gRPC carries a status's message twice in the trailers (grpc-message, and the ErrorDetail in
 // grpc-status-details-bin), and a client refuses trailers over its metadata limit (8 KiB unless
 // it raised it), reporting only "received initial metadata size exceeds limit". A message whose

@@ -1,6 +1,7 @@
 #include "api/follow_logs.h"
 
 #include "engine/log_feed.h"
+#include "ktesio/contract/error.h"
 
 namespace ktesio::daemon::api {
 namespace {
@@ -12,10 +13,10 @@ constexpr size_t kMaxQueuedBatches = 4096;
 
 FollowLogsReactor::FollowLogsReactor(ApiContext& api, grpc::CallbackServerContext* ctx,
                                      const v1::FollowLogsRequest& request)
-    : QueuedWriter(kMaxQueuedBatches), api_(api) {
+    : QueuedWriter(ctx, kMaxQueuedBatches), api_(api) {
   absl::StatusOr<uid_t> uid = Authorize(api, ctx);
   if (!uid.ok()) {
-    End(ToGrpcStatus(uid.status()));
+    End(uid.status());
     return;
   }
   auto link = this->link();
@@ -25,14 +26,15 @@ FollowLogsReactor::FollowLogsReactor(ApiContext& api, grpc::CallbackServerContex
     auto emit = [link](v1::FollowLogsResponse response) {
       WithReactor<v1::FollowLogsResponse>(link, [&](QueuedWriter& reactor) {
         if (!reactor.Enqueue(std::move(response))) {
-          reactor.End(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                   "the client fell too far behind the log stream"));
+          reactor.End(contract::MakeError(absl::StatusCode::kResourceExhausted,
+                                          contract::reason::kLimitReached,
+                                          "the client fell too far behind the log stream"));
         }
       });
     };
     auto end = [link](absl::Status status) {
-      WithReactor<v1::FollowLogsResponse>(
-          link, [&](QueuedWriter& reactor) { reactor.End(ToGrpcStatus(status)); });
+      WithReactor<v1::FollowLogsResponse>(link,
+                                          [&](QueuedWriter& reactor) { reactor.End(status); });
     };
     absl::StatusOr<logs::LogQuery> query = engine::LogQueryOf(filter);
     absl::StatusOr<uint64_t> id =

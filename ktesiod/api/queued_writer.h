@@ -25,7 +25,8 @@ class QueuedWriter : public grpc::ServerWriteReactor<Response> {
     QueuedWriter* reactor ABSL_GUARDED_BY(mu) = nullptr;
   };
 
-  explicit QueuedWriter(size_t max_queued) : max_queued_(max_queued), link_(NewLink(this)) {}
+  QueuedWriter(grpc::CallbackServerContext* ctx, size_t max_queued)
+      : ctx_(ctx), max_queued_(max_queued), link_(NewLink(this)) {}
 
   std::shared_ptr<Link> link() const { return link_; }
 
@@ -62,14 +63,26 @@ class QueuedWriter : public grpc::ServerWriteReactor<Response> {
   // Ends the call with `status` once everything queued has been written.
   void End(const grpc::Status& status) {
     absl::MutexLock lock(&mu_);
-    if (final_.has_value()) {
-      return;
+    EndLocked(status);
+  }
+  // The same for the daemon's own errors: a non-OK status carries its stable reason in the
+  // `ktesio-reason` trailer, as every unary answer does.
+  void End(const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    if (!final_.has_value()) {
+      EndLocked(WithReason(ctx_, status));
     }
-    final_ = status;
-    if (!writing_ && !finished_) {
-      finished_ = true;
-      this->Finish(status);
+  }
+  void EndWith(Response last, const absl::Status& status) {
+    grpc::Status ending;
+    {
+      absl::MutexLock lock(&mu_);
+      if (final_.has_value()) {
+        return;
+      }
+      ending = WithReason(ctx_, status);
     }
+    EndWith(std::move(last), ending);
   }
 
   void OnWriteDone(bool ok) override {
@@ -113,6 +126,17 @@ class QueuedWriter : public grpc::ServerWriteReactor<Response> {
   virtual void Stopped() {}
 
  private:
+  void EndLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (final_.has_value()) {
+      return;
+    }
+    final_ = status;
+    if (!writing_ && !finished_) {
+      finished_ = true;
+      this->Finish(status);
+    }
+  }
+  grpc::CallbackServerContext* const ctx_;
   const size_t max_queued_;
   std::shared_ptr<Link> link_;
   static std::shared_ptr<Link> NewLink(QueuedWriter* reactor) {

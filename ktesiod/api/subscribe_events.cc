@@ -16,21 +16,20 @@ constexpr size_t kMaxQueuedBatches = 256;
 
 SubscribeEventsReactor::SubscribeEventsReactor(ApiContext& api, grpc::CallbackServerContext* ctx,
                                                const v1::SubscribeEventsRequest& request)
-    : QueuedWriter(kMaxQueuedBatches), api_(api) {
+    : QueuedWriter(ctx, kMaxQueuedBatches), api_(api) {
   absl::StatusOr<uid_t> uid = Authorize(api, ctx);
   if (!uid.ok()) {
-    End(ToGrpcStatus(uid.status()));
+    End(uid.status());
     return;
   }
   // Cursors are SQLite rowids: signed 64-bit. A larger value is no cursor at all (cast, it read
   // as -1 and replayed everything).
   if (request.has_since_cursor() &&
       request.since_cursor() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    End(ToGrpcStatus(contract::MakeError(absl::StatusCode::kInvalidArgument,
-                                         contract::reason::kInvalidArgument,
-                                         absl::StrCat("since_cursor ", request.since_cursor(),
-                                                      " is out of range (cursors are at most ",
-                                                      std::numeric_limits<int64_t>::max(), ")"))));
+    End(contract::MakeError(absl::StatusCode::kInvalidArgument, contract::reason::kInvalidArgument,
+                            absl::StrCat("since_cursor ", request.since_cursor(),
+                                         " is out of range (cursors are at most ",
+                                         std::numeric_limits<int64_t>::max(), ")")));
     return;
   }
   auto link = this->link();
@@ -45,9 +44,9 @@ SubscribeEventsReactor::SubscribeEventsReactor(ApiContext& api, grpc::CallbackSe
     auto end = [link](v1::SubscribeEventsResponse last, absl::Status status) {
       WithReactor<v1::SubscribeEventsResponse>(link, [&](QueuedWriter& reactor) {
         if (last.lagged() || !last.events().empty()) {
-          reactor.EndWith(std::move(last), ToGrpcStatus(status));
+          reactor.EndWith(std::move(last), status);
         } else {
-          reactor.End(ToGrpcStatus(status));
+          reactor.End(status);
         }
       });
     };

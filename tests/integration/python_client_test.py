@@ -77,6 +77,23 @@ def main() -> int:
             assert error.code() == grpc.StatusCode.NOT_FOUND, error
             trailers = dict(error.trailing_metadata())
             assert trailers.get("ktesio-reason") == "NOT_FOUND", trailers
+        # Streamed calls' errors carry the reason trailer too (exit-codes.md: every non-OK status).
+        from ktesio.v1 import events_pb2, events_pb2_grpc, logs_pb2, logs_pb2_grpc  # noqa: E402
+        streams = [
+            lambda: events_pb2_grpc.EventServiceStub(channel).SubscribeEvents(
+                events_pb2.SubscribeEventsRequest(since_cursor=2**63), timeout=5),
+            lambda: logs_pb2_grpc.LogServiceStub(channel).FollowLogs(
+                logs_pb2.FollowLogsRequest(filter=logs_pb2.LogFilter(name="missing")), timeout=5),
+        ]
+        for open_stream, reason in zip(streams, ("INVALID_ARGUMENT", "NOT_FOUND")):
+            try:
+                for _ in open_stream():
+                    pass
+                raise SystemExit(f"expected {reason} from a stream")
+            except grpc.RpcError as error:
+                trailers = dict(error.trailing_metadata() or ())
+                assert trailers.get("ktesio-reason") == reason, (error, trailers)
+
         # A stop window the stops would refuse is refused before any step applies (the adoption
         # of "from-python" into fleet "t2" came before its stop, and was applied).
         from ktesio.v1 import fleet_pb2, fleet_pb2_grpc  # noqa: E402
