@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -136,10 +137,12 @@ class ProcessBackend {
   // True when `identity` names a live process (same pid AND same start time).
   virtual bool IsAlive(const ProcessIdentity& identity) = 0;
 
-  // Runs a helper command (a stop/pause/resume template) detached, in `cwd` with `env`; it is
-  // reaped when it exits. Errors: LAUNCH_FAILED.
+  // Runs a helper command (a stop/pause/resume template) detached, in its own session, in `cwd`
+  // with `env`; it is reaped when it exits, and killed with its process group (SIGKILL) when it is
+  // still running after `limit`. Errors: LAUNCH_FAILED.
   virtual absl::Status RunDetached(const std::string& exec, const std::vector<std::string>& args,
-                                   const std::vector<std::string>& env, const std::string& cwd) = 0;
+                                   const std::vector<std::string>& env, const std::string& cwd,
+                                   std::chrono::milliseconds limit) = 0;
 };
 
 // Reads the start time of `pid` from /proc. Errors: NOT_FOUND when there is no such process.

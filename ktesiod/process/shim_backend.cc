@@ -554,7 +554,8 @@ bool ShimBackend::IsAlive(const ProcessIdentity& identity) {
 }
 
 absl::Status ShimBackend::RunDetached(const std::string& exec, const std::vector<std::string>& args,
-                                      const std::vector<std::string>& env, const std::string& cwd) {
+                                      const std::vector<std::string>& env, const std::string& cwd,
+                                      std::chrono::milliseconds limit) {
   std::vector<std::string> argv = {exec};
   argv.insert(argv.end(), args.begin(), args.end());
   CArgs c_argv(argv);
@@ -578,7 +579,24 @@ absl::Status ShimBackend::RunDetached(const std::string& exec, const std::vector
     return LaunchError(absl::StatusCode::kFailedPrecondition,
                        absl::StrCat("cannot execute '", exec, "': ", std::strerror(rc)));
   }
-  WatchExit({pid, 0}, [] {});
+  // A template that hangs (`sleep 777` as a stop template) must not outlive what it was for.
+  // Its pid, and so its process group's id, stays taken until the exit watch reaps it, on this
+  // thread, which also runs the timer: the kill never reaches a reused id.
+  auto exited = std::make_shared<bool>(false);
+  auto deadline = std::make_shared<asio::steady_timer>(io_, limit);
+  WatchExit({pid, 0}, [exited, deadline] {
+    *exited = true;
+    deadline->cancel();
+  });
+  deadline->async_wait(
+      [this, pid, exec, limit, exited, deadline](const boost::system::error_code& ec) {
+        if (ec || *exited) {
+          return;
+        }
+        ::kill(-pid, SIGKILL);
+        log_->warn("template '{}' (pid {}) still ran after {} ms: killed with its process group",
+                   exec, pid, limit.count());
+      });
   return absl::OkStatus();
 }
 

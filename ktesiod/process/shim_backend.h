@@ -61,7 +61,8 @@ class ShimBackend final : public ProcessBackend {
   bool GroupAlive(pid_t leader) override;
   bool IsAlive(const ProcessIdentity& identity) override;
   absl::Status RunDetached(const std::string& exec, const std::vector<std::string>& args,
-                           const std::vector<std::string>& env, const std::string& cwd) override;
+                           const std::vector<std::string>& env, const std::string& cwd,
+                           std::chrono::milliseconds limit) override;
 
  private:
   struct Watch;

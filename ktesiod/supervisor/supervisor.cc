@@ -226,13 +226,14 @@ absl::StatusOr<store::InstanceRow> Supervisor::Admit(const std::string& name, Co
   return row;
 }
 
-absl::Status Supervisor::RunTemplate(const v1::OpTemplate& op, const store::InstanceRow& row) {
+absl::Status Supervisor::RunTemplate(const v1::OpTemplate& op, const store::InstanceRow& row,
+                                     std::chrono::milliseconds limit) {
   std::vector<std::string> args(op.args().begin(), op.args().end());
   std::vector<std::string> env = BaseEnvironment();
   for (const auto& [key, value] : op.env()) {
     env.push_back(absl::StrCat(key, "=", value));
   }
-  return backend_.RunDetached(op.exec(), args, env, row.home);
+  return backend_.RunDetached(op.exec(), args, env, row.home, limit);
 }
 
 void Supervisor::Start(const std::string& name, Done done) {

@@ -153,7 +153,11 @@ class Supervisor {
   absl::StatusOr<store::InstanceRow> Admit(const std::string& name, Command command);
   // Runs a stop/pause/resume template detached in the agent's home, with the safe base
   // environment plus the template's own. Errors: the backend's.
-  absl::Status RunTemplate(const v1::OpTemplate& op, const store::InstanceRow& row);
+  // Runs a stop/pause/resume template detached; it is killed with its process group when it
+  // still runs after `limit` (a stop's: its window plus the 5 s the kill may take to confirm).
+  absl::Status RunTemplate(const v1::OpTemplate& op, const store::InstanceRow& row,
+                           std::chrono::milliseconds limit = kTemplateLimit);
+  static constexpr std::chrono::milliseconds kTemplateLimit{30000};
   // A guaranteed pause or resume: commits `to` with `cause`, then signals the whole group.
   void CommitAndSignal(store::InstanceRow& row, State to, const std::string& cause, int signal,
                        const Done& done);

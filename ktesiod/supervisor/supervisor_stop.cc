@@ -91,7 +91,8 @@ void Supervisor::BeginStop(store::InstanceRow& row, uint32_t window_seconds) {
   const v1::AdapterSnapshot snapshot = parsed.ok() ? *parsed : v1::AdapterSnapshot();
   bool signalled = false;
   if (!snapshot.stop().exec().empty()) {
-    absl::Status status = RunTemplate(snapshot.stop(), row);
+    absl::Status status =
+        RunTemplate(snapshot.stop(), row, std::chrono::seconds(window_seconds + 5));
     if (status.ok()) {
       EngineLine(row, absl::StrCat("stop template started: ", snapshot.stop().exec()));
       signalled = true;

@@ -237,6 +237,27 @@ TEST_F(LifecycleTest, StopTemplateIsTheGracefulPhase) {
   EXPECT_NE(Logs("tmpl").find("stop template started"), std::string::npos);
 }
 
+TEST_F(LifecycleTest, AStopTemplateThatHangsDoesNotOutliveItsStop) {
+  // The template records its pid, then hangs; the agent ignores nothing, but the template never
+  // signals it: the window ends, the group is killed, and the template is killed too once the
+  // window plus 5 s have passed.
+  std::string stop =
+      absl::StrCat("[lifecycle.stop]\nexec = \"/bin/sh\"\nargs = [\"-c\", \"echo $$ > ",
+                   Work("tmpl.pid"), "; exec sleep 777\"]\n");
+  Register("hang", Manifest("--heartbeat-ms 1000", stop));
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "hang"}).exit_code, 0);
+  RunResult r = daemon_.Ctl({"agent", "stop", "hang", "--timeout", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("stop-forced"), std::string::npos) << r.out;
+  ASSERT_TRUE(WaitFor([&] { return !ReadFileOrEmpty(Work("tmpl.pid")).empty(); }));
+  const pid_t tmpl = static_cast<pid_t>(std::stol(ReadFileOrEmpty(Work("tmpl.pid"))));
+  EXPECT_EQ(kill(tmpl, 0), 0) << "the template runs during the stop window";
+  EXPECT_TRUE(WaitFor([&] { return kill(tmpl, 0) != 0; }, std::chrono::seconds(15)))
+      << "the stop template (pid " << tmpl << ") outlived its stop by more than 5 s";
+  EXPECT_NE(daemon_.DaemonLog().find("still ran after 6000 ms: killed"), std::string::npos)
+      << daemon_.DaemonLog();
+}
+
 TEST_F(LifecycleTest, StopTemplateGraceful) {
   std::string stop =
       absl::StrCat("[lifecycle.stop]\nexec = \"", ProbePath(),

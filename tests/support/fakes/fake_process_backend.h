@@ -260,8 +260,8 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   }
 
   absl::Status RunDetached(const std::string& exec, const std::vector<std::string>& /*args*/,
-                           const std::vector<std::string>& env,
-                           const std::string& /*cwd*/) override {
+                           const std::vector<std::string>& env, const std::string& /*cwd*/,
+                           std::chrono::milliseconds /*limit*/) override {
     detached_.push_back(exec);
     detached_env_.push_back(env);
     return absl::OkStatus();
