@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -28,22 +30,28 @@ std::string Absolute(const std::string& path) {
 std::vector<std::string> Expand(const std::string& path, std::vector<std::string>* problems) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
-    problems->push_back(absl::StrCat(path, ": no such file or directory"));
+    // The cause as the system gives it (a symlink loop is not a missing file).
+    const int error = errno;
+    problems->push_back(absl::StrCat(
+        path, ": ", error == ENOENT ? "no such file or directory" : std::strerror(error)));
     return {};
   }
   if (!S_ISDIR(st.st_mode)) {
     return {path};
   }
   std::vector<std::string> files;
-  if (DIR* dir = opendir(path.c_str())) {
-    while (const dirent* entry = readdir(dir)) {
-      const std::string name = entry->d_name;
-      if (name.size() > 5 && name.ends_with(".toml") && name[0] != '.') {
-        files.push_back(absl::StrCat(path, path.ends_with("/") ? "" : "/", name));
-      }
-    }
-    closedir(dir);
+  DIR* dir = opendir(path.c_str());
+  if (dir == nullptr) {
+    problems->push_back(absl::StrCat(path, ": cannot list the directory: ", std::strerror(errno)));
+    return {};
   }
+  while (const dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.size() > 5 && name.ends_with(".toml") && name[0] != '.') {
+      files.push_back(absl::StrCat(path, path.ends_with("/") ? "" : "/", name));
+    }
+  }
+  closedir(dir);
   std::sort(files.begin(), files.end());
   if (files.empty()) {
     problems->push_back(absl::StrCat(path, ": no *.toml fleet files in this directory"));

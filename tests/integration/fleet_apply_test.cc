@@ -181,6 +181,19 @@ kind = "mock"
 
 // Hundreds of problems are more than a gRPC status carries to a client with the default 8 KiB
 // metadata limit: the list is cut (and counted), never replaced by a transport error.
+TEST_F(FleetApplyTest, AFileThatCannotBeReachedSaysWhy) {
+  // A symlink loop is not a missing file: the system's reason is given.
+  const std::string loop = daemon_.dir() + "/loop.toml";
+  ASSERT_EQ(symlink(loop.c_str(), loop.c_str()), 0);
+  const RunResult looped = daemon_.Ctl({"diff", "-f", loop});
+  EXPECT_NE(looped.exit_code, 0);
+  EXPECT_NE(looped.err.find(loop + ": Too many levels of symbolic links"), std::string::npos)
+      << looped.err;
+  const RunResult missing = daemon_.Ctl({"diff", "-f", daemon_.dir() + "/none.toml"});
+  EXPECT_NE(missing.err.find("none.toml: no such file or directory"), std::string::npos)
+      << missing.err;
+}
+
 TEST_F(FleetApplyTest, HundredsOfProblemsAreCutAndCounted) {
   std::filesystem::create_directories(daemon_.dir() + "/bad");
   WriteFileOrDie(daemon_.dir() + "/bad/adapter.toml",
