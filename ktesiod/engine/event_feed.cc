@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/json_writer.h"
 #include "ktesio/contract/status_macros.h"
@@ -121,9 +122,15 @@ void EventFeed::Audit(uint32_t uid, std::string_view rpc, const std::string& nam
   const std::string result = outcome.ok() ? std::string("ok") : contract::ErrorReason(outcome);
   // A refused call's name is whatever the client sent: a newline in it forged log lines, and
   // megabytes of it went into the log and the store. Escaped and bounded, as error messages are.
-  const std::string instance = ValidateInstanceName(name).ok()
-                                   ? name
-                                   : contract::text::EscapeBounded(name, kAuditedNameBytes);
+  std::string instance = name;
+  if (!ValidateInstanceName(name).ok()) {
+    // Spaces and '=' too: `x result=ok` must not read as a field of the line.
+    instance = absl::StrReplaceAll(contract::text::Escape(name.substr(0, kAuditedNameBytes)),
+                                   {{" ", "\\x20"}, {"=", "\\x3d"}});
+    if (name.size() > kAuditedNameBytes) {
+      absl::StrAppend(&instance, "... (", name.size(), " bytes)");
+    }
+  }
   log_->info("audit uid={} rpc={} instance={} result={}", uid, rpc, instance, result);
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())

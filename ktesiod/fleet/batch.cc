@@ -184,9 +184,11 @@ void RunBatch(engine::Engine& engine, const v1::BatchAgentsRequest& request,
     finish(selector.status());
     return;
   }
-  if (absl::Status window = supervisor::CheckStopWindow(StopWindow(request)); !window.ok()) {
-    finish(window);  // once for the batch, not once per instance
-    return;
+  if (request.verb() == v1::BATCH_VERB_STOP || request.verb() == v1::BATCH_VERB_RESTART) {
+    if (absl::Status window = supervisor::CheckStopWindow(StopWindow(request)); !window.ok()) {
+      finish(window);  // once for the batch, not once per instance
+      return;
+    }
   }
   absl::StatusOr<std::vector<engine::Instances::Listed>> every = engine.instances().List();
   if (!every.ok()) {

@@ -594,8 +594,8 @@ absl::Status ShimBackend::RunDetached(const std::string& exec, const std::vector
           return;
         }
         ::kill(-pid, SIGKILL);
-        log_->warn("template '{}' (pid {}) still ran after {} ms: killed with its process group",
-                   exec, pid, limit.count());
+        log_->warn("template killed with its process group exec={} pid={} after_ms={}", exec, pid,
+                   limit.count());
       });
   return absl::OkStatus();
 }

@@ -152,9 +152,9 @@ class Supervisor {
   // INVALID_TRANSITION when the command does not fit the state.
   absl::StatusOr<store::InstanceRow> Admit(const std::string& name, Command command);
   // Runs a stop/pause/resume template detached in the agent's home, with the safe base
-  // environment plus the template's own. Errors: the backend's.
-  // Runs a stop/pause/resume template detached; it is killed with its process group when it
-  // still runs after `limit` (a stop's: its window plus the 5 s the kill may take to confirm).
+  // environment plus the template's own; it is killed with its process group when it still runs
+  // after `limit` (a stop's: its window plus the 5 s the kill may take to confirm). Errors: the
+  // backend's.
   absl::Status RunTemplate(const v1::OpTemplate& op, const store::InstanceRow& row,
                            std::chrono::milliseconds limit = kTemplateLimit);
   static constexpr std::chrono::milliseconds kTemplateLimit{30000};

@@ -179,8 +179,6 @@ kind = "mock"
   EXPECT_NE(twice.err.find("declared twice"), std::string::npos) << twice.err;
 }
 
-// Hundreds of problems are more than a gRPC status carries to a client with the default 8 KiB
-// metadata limit: the list is cut (and counted), never replaced by a transport error.
 TEST_F(FleetApplyTest, AFileThatCannotBeReachedSaysWhy) {
   // A symlink loop is not a missing file: the system's reason is given.
   const std::string loop = daemon_.dir() + "/loop.toml";
@@ -194,6 +192,8 @@ TEST_F(FleetApplyTest, AFileThatCannotBeReachedSaysWhy) {
       << missing.err;
 }
 
+// Hundreds of problems are more than a gRPC status carries to a client with the default 8 KiB
+// metadata limit: the list is cut (and counted), never replaced by a transport error.
 TEST_F(FleetApplyTest, HundredsOfProblemsAreCutAndCounted) {
   std::filesystem::create_directories(daemon_.dir() + "/bad");
   WriteFileOrDie(daemon_.dir() + "/bad/adapter.toml",

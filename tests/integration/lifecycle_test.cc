@@ -254,8 +254,6 @@ TEST_F(LifecycleTest, AStopTemplateThatHangsDoesNotOutliveItsStop) {
   EXPECT_EQ(kill(tmpl, 0), 0) << "the template runs during the stop window";
   EXPECT_TRUE(WaitFor([&] { return kill(tmpl, 0) != 0; }, std::chrono::seconds(15)))
       << "the stop template (pid " << tmpl << ") outlived its stop by more than 5 s";
-  EXPECT_NE(daemon_.DaemonLog().find("still ran after 6000 ms: killed"), std::string::npos)
-      << daemon_.DaemonLog();
 }
 
 TEST_F(LifecycleTest, StopTemplateGraceful) {

@@ -1,6 +1,8 @@
 // Section lifecycle: start, stop (the process — in subject mode every process of the agent — is
 // gone), the transition events, a crash leg and a stop escalation leg.
 
+#include <unistd.h>
+
 #include <thread>
 
 #include "kit_internal.h"
@@ -122,9 +124,21 @@ absl::StatusOr<Kit::Outcome> Kit::LifecycleCrashLeg() {
 // stop template, so the graceful phase is SIGTERM.
 absl::StatusOr<Kit::Outcome> Kit::LifecycleEscalationLeg() {
   const std::string name = NewName("lifecycle");
-  KT_RETURN_IF_ERROR(RegisterProbe(name, {"--ignore-sigterm", "--heartbeat-ms", "1000"}));
+  // `running` means the process started, not that it ignores SIGTERM yet: the probe writes its
+  // pid file after it set that up, and the stop waits for the file.
+  const std::string pid_file = "/tmp/" + name + ".pid";
+  unlink(pid_file.c_str());
+  KT_RETURN_IF_ERROR(
+      RegisterProbe(name, {"--ignore-sigterm", "--pid-file", pid_file, "--heartbeat-ms", "1000"}));
   KT_ASSIGN_OR_RETURN(const v1::AgentInstance running, StartRunning(name));
   const long long pid = running.pid();
+  const bool ready =
+      deadline_->WaitFor([&] { return access(pid_file.c_str(), F_OK) == 0; }, milliseconds(10000));
+  unlink(pid_file.c_str());
+  if (!ready) {
+    return Outcome{kFail, "stop escalation leg: the probe (pid " + std::to_string(pid) +
+                              ") did not write its pid file within 10 s of running"};
+  }
   v1::StopAgentRequest request;
   request.set_name(name);
   request.set_timeout_seconds(1);

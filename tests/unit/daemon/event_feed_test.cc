@@ -215,15 +215,18 @@ TEST_F(EventFeedTest, ARefusedNameIsAuditedEscapedAndBounded) {
   feed_->Audit(1000, "StartAgent", std::string(3000000, 'n'), refused);
   const std::string log = log_text_.str();
   EXPECT_EQ(log.find("\ninfo engine: audit uid=0"), std::string::npos) << log;
-  EXPECT_NE(log.find("instance=zz result=ok\\ninfo engine: audit uid=0 rpc=RemoveAgent "
-                     "instance=prod result=INVALID_NAME\n"),
+  EXPECT_NE(log.find("instance=zz\\x20result\\x3dok\\ninfo\\x20engine:"
+                     "\\x20audit\\x20uid\\x3d0\\x20rpc\\x3dRemoveAgent\\x20instance\\x3dprod "
+                     "result=INVALID_NAME\n"),
             std::string::npos)
       << log;
+  EXPECT_EQ(log.find(" result=ok"), std::string::npos) << log;
   EXPECT_LT(log.size(), 2000u);
   EXPECT_NE(log.find("... (3000000 bytes) result=INVALID_NAME"), std::string::npos);
   ASSERT_EQ(audit.Cursors().size(), 2u);
   EXPECT_EQ(audit.batches[0].events(0).instance(),
-            "zz result=ok\\ninfo engine: audit uid=0 rpc=RemoveAgent instance=prod");
+            "zz\\x20result\\x3dok\\ninfo\\x20engine:"
+            "\\x20audit\\x20uid\\x3d0\\x20rpc\\x3dRemoveAgent\\x20instance\\x3dprod");
   EXPECT_EQ(audit.batches[1].events(0).instance(), std::string(128, 'n') + "... (3000000 bytes)");
   EXPECT_LT(audit.batches[1].events(0).payload_json().size(), 400u);
   // A valid name is recorded as it is.
