@@ -96,22 +96,13 @@ void SendInput(engine::Engine& engine, const v1::SendInputRequest& request,
                v1::SendInputResponse* response, Finish finish) {
   engine.lifecycle().Send(
       request.name(), request.text(),
-      [&engine, name = request.name(), response,
-       finish = std::move(finish)](absl::StatusOr<uint64_t> written) {
-        if (!written.ok()) {
-          finish(written.status());
+      [response, finish = std::move(finish)](absl::StatusOr<supervisor::Supervisor::Sent> sent) {
+        if (!sent.ok()) {
+          finish(sent.status());
           return;
         }
-        response->set_bytes_written(*written);
-        // Surfaced honestly, never silently treated as guaranteed (the contract's rule for a
-        // best-effort capability), as a best-effort pause is.
-        if (absl::StatusOr<v1::AgentInstance> view = engine.instances().View(name, false);
-            view.ok() && view->projected().interaction() == v1::SUPPORT_LEVEL_BEST_EFFORT) {
-          response->add_notices(absl::StrCat("interaction is best-effort on ",
-                                             view->projected().os(),
-                                             " for this adapter: the line was written to the "
-                                             "agent's stdin; the agent may not act on it"));
-        }
+        response->set_bytes_written(sent->bytes);
+        response->mutable_notices()->Add(sent->notices.begin(), sent->notices.end());
         finish(absl::OkStatus());
       });
 }

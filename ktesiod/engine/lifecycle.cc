@@ -12,7 +12,7 @@ namespace ktesio::daemon::engine {
 namespace reason = contract::reason;
 
 void Lifecycle::Send(const std::string& name, const std::string& text,
-                     std::function<void(absl::StatusOr<uint64_t>)> done) {
+                     std::function<void(absl::StatusOr<supervisor::Supervisor::Sent>)> done) {
   if (text.find('\n') != std::string::npos) {
     done(contract::MakeError(absl::StatusCode::kInvalidArgument, reason::kInvalidArgument,
                              "send takes one line: the text must not contain a newline"));

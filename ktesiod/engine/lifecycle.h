@@ -46,10 +46,10 @@ class Lifecycle {
   void Resume(const std::string& name, Done done) { supervisor_.Resume(name, std::move(done)); }
 
   // Writes one line (no newline in `text`, at most contract::kMaxSendBytes) to the agent's stdin;
-  // `done` gets the bytes written. Errors: INVALID_ARGUMENT for a newline or a longer line, then
-  // as supervisor::Supervisor::SendInput.
+  // `done` gets the bytes written and notices. Errors: INVALID_ARGUMENT for a newline or a longer
+  // line, then as supervisor::Supervisor::SendInput.
   void Send(const std::string& name, const std::string& text,
-            std::function<void(absl::StatusOr<uint64_t>)> done);
+            std::function<void(absl::StatusOr<supervisor::Supervisor::Sent>)> done);
 
   // Removes a stopped instance (its row; its home too with `delete_home`). With `force`, a
   // running or paused instance is stopped first (5 s graceful window). `done` gets the removed

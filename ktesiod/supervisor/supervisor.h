@@ -103,10 +103,15 @@ class Supervisor {
   void Restart(const std::string& name, std::optional<uint32_t> timeout_seconds, Done done);
   void Pause(const std::string& name, Done done);
   void Resume(const std::string& name, Done done);
+  // What a send did: the bytes written, and notices (a best-effort channel says it is one).
+  struct Sent {
+    uint64_t bytes = 0;
+    std::vector<std::string> notices;
+  };
   // Writes one line to the agent's stdin, bounded at 5 s. Errors: INVALID_STATE (not running),
   // CAPABILITY_UNSUPPORTED, TIMED_OUT, IO_ERROR.
   void SendInput(const std::string& name, const std::string& text,
-                 std::function<void(absl::StatusOr<uint64_t>)> done);
+                 std::function<void(absl::StatusOr<Sent>)> done);
 
   // A budget breach: `pause` freezes per the declared level (an adapter that cannot pause on
   // this OS is stopped instead: spend must end), `stop` stops with the default window. Only a

@@ -286,7 +286,7 @@ void Supervisor::Reconcile() {
 }
 
 void Supervisor::SendInput(const std::string& name, const std::string& text,
-                           std::function<void(absl::StatusOr<uint64_t>)> done) {
+                           std::function<void(absl::StatusOr<Sent>)> done) {
   absl::StatusOr<store::InstanceRow> row = Load(name);
   if (!row.ok()) {
     done(row.status());
@@ -332,7 +332,15 @@ void Supervisor::SendInput(const std::string& name, const std::string& text,
     bool finished = false;
   };
   auto write = std::make_shared<Write>(io_, clock_, fd, text + "\n");
-  auto finish = [write, done, name](absl::StatusOr<uint64_t> result) {
+  std::vector<std::string> notices;
+  if (level == v1::SUPPORT_LEVEL_BEST_EFFORT) {
+    // Surfaced honestly, never silently treated as guaranteed (the contract's rule for a
+    // best-effort capability), as a best-effort pause is.
+    notices.push_back(
+        "interaction is best-effort on linux for this adapter: the line was written to the "
+        "agent's stdin; the agent may not act on it");
+  }
+  auto finish = [write, done, notices](absl::StatusOr<uint64_t> result) {
     if (write->finished) {
       return;
     }
@@ -340,7 +348,11 @@ void Supervisor::SendInput(const std::string& name, const std::string& text,
     write->timer->Cancel();
     boost::system::error_code ignored;
     write->pipe.close(ignored);
-    done(std::move(result));
+    if (!result.ok()) {
+      done(result.status());
+      return;
+    }
+    done(Sent{*result, notices});
   };
   asio::async_write(
       write->pipe, asio::buffer(write->data),

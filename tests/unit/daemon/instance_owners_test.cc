@@ -285,15 +285,16 @@ TEST_F(InstanceOwnersTest, StopAllLeavesTransitionsAloneWithANotice) {
 
 TEST_F(InstanceOwnersTest, SendTakesOneLine) {
   Register("a");
-  std::optional<absl::StatusOr<uint64_t>> sent;
-  lifecycle_->Send("a", "two\nlines", [&](absl::StatusOr<uint64_t> written) { sent = written; });
+  using Sent = supervisor::Supervisor::Sent;
+  std::optional<absl::StatusOr<Sent>> sent;
+  lifecycle_->Send("a", "two\nlines", [&](absl::StatusOr<Sent> written) { sent = written; });
   Settle();
   ASSERT_TRUE(sent.has_value());
   EXPECT_EQ(sent->status().code(), absl::StatusCode::kInvalidArgument);
   // Of at most kMaxSendBytes (a raw API call could send up to the transport's limit).
   sent.reset();
   lifecycle_->Send("a", std::string(contract::kMaxSendBytes + 1, 'x'),
-                   [&](absl::StatusOr<uint64_t> written) { sent = written; });
+                   [&](absl::StatusOr<Sent> written) { sent = written; });
   Settle();
   ASSERT_TRUE(sent.has_value());
   EXPECT_EQ(sent->status().code(), absl::StatusCode::kInvalidArgument);
