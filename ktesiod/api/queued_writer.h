@@ -45,21 +45,6 @@ class QueuedWriter : public grpc::ServerWriteReactor<Response> {
     return true;
   }
 
-  // Queues `last` even past the bound (it is the one message that says why the stream ends),
-  // then ends the call with `status`.
-  void EndWith(Response last, const grpc::Status& status) {
-    absl::MutexLock lock(&mu_);
-    if (final_.has_value()) {
-      return;
-    }
-    queue_.push_back(std::move(last));
-    final_ = status;
-    if (!writing_) {
-      writing_ = true;
-      this->StartWrite(&queue_.front());
-    }
-  }
-
   // Ends the call with `status` once everything queued has been written.
   void End(const grpc::Status& status) {
     absl::MutexLock lock(&mu_);
@@ -73,16 +58,13 @@ class QueuedWriter : public grpc::ServerWriteReactor<Response> {
       EndLocked(WithReason(ctx_, status));
     }
   }
+  // Queues `last` even past the bound (it is the one message that says why the stream ends),
+  // then ends the call with `status` (its reason in the trailer).
   void EndWith(Response last, const absl::Status& status) {
-    grpc::Status ending;
-    {
-      absl::MutexLock lock(&mu_);
-      if (final_.has_value()) {
-        return;
-      }
-      ending = WithReason(ctx_, status);
+    absl::MutexLock lock(&mu_);
+    if (!final_.has_value()) {  // the trailer only on the call's one ending
+      EndWithLocked(std::move(last), WithReason(ctx_, status));
     }
-    EndWith(std::move(last), ending);
   }
 
   void OnWriteDone(bool ok) override {
@@ -126,6 +108,17 @@ class QueuedWriter : public grpc::ServerWriteReactor<Response> {
   virtual void Stopped() {}
 
  private:
+  void EndWithLocked(Response last, const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (final_.has_value()) {
+      return;
+    }
+    queue_.push_back(std::move(last));
+    final_ = status;
+    if (!writing_) {
+      writing_ = true;
+      this->StartWrite(&queue_.front());
+    }
+  }
   void EndLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (final_.has_value()) {
       return;

@@ -167,12 +167,9 @@ void Supervisor::Restart(const std::string& name, std::optional<uint32_t> timeou
   // The start after the stop renders the delivery; one that would be refused (a secret gone, a
   // hand-edited config file the daemon refuses) must not cost the running agent its run.
   if (hooks_.deliverable) {
-    v1::AdapterSnapshot snapshot;
-    absl::Status deliverable =
-        snapshot.ParseFromString(row->snapshot)
-            ? hooks_.deliverable(*row, snapshot)
-            : contract::MakeError(absl::StatusCode::kInternal, reason::kStoreError,
-                                  "the registration snapshot is unreadable");
+    absl::StatusOr<v1::AdapterSnapshot> snapshot = SnapshotOf(*row);
+    const absl::Status deliverable =
+        snapshot.ok() ? hooks_.deliverable(*row, *snapshot) : snapshot.status();
     if (!deliverable.ok()) {
       done(contract::MakeError(deliverable.code(), contract::ErrorReason(deliverable),
                                absl::StrCat(deliverable.message(), " (restart refused: '", name,
