@@ -147,7 +147,11 @@ absl::Status TakeFlag(const std::vector<std::string>& args, size_t* i,
     return UsageError(
         absl::StrCat(flag, " needs a non-empty value (", std::string(spec->value), ")"));
   }
-  out->values[key] = *inline_value;
+  if (auto before = out->values.find(key); !spec->join.empty() && before != out->values.end()) {
+    before->second = absl::StrCat(before->second, std::string(spec->join), *inline_value);
+  } else {
+    out->values[key] = *inline_value;
+  }
   if (spec->repeatable) {
     out->lists[key].push_back(*inline_value);
   }

@@ -50,6 +50,9 @@ struct Arg {
   bool combinable = false;
   std::string_view alias = {};  // a second spelling of a flag ("-l" for "--selector")
   bool repeatable = false;      // a value flag given several times keeps every value
+  // Not empty: a value flag given several times means all of them, its values joined with this
+  // ("-l a=1 -l b=2" selects as "a=1,b=2"); otherwise the last value counts.
+  std::string_view join = {};
 
   bool IsFlag() const { return name.size() > 1 && name[0] == '-'; }
   bool IsList() const { return name.ends_with("..."); }  // an operand taking the rest

@@ -25,7 +25,8 @@ struct Targets {
 inline constexpr Arg kSelectorArg{.name = "--selector",
                                   .value = "SEL",
                                   .help = "the instances whose labels match SEL (k=v,k!=v,...)",
-                                  .alias = "-l"};
+                                  .alias = "-l",
+                                  .join = ","};
 
 // The selection every per-instance verb accepts, "(NAME... | --selector SEL | --all)" (names and
 // a selector combine; --all stands alone), followed by the verb's own `more` arguments.

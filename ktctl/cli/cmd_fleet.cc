@@ -15,6 +15,8 @@
 #include "cli/output.h"
 #include "cli/render.h"
 #include "ktesio/contract/json_writer.h"
+#include "ktesio/contract/limits.h"
+#include "ktesio/contract/text.h"
 
 namespace ktesio::cli {
 namespace {
@@ -23,6 +25,15 @@ namespace {
 std::string ActionName(int action) {
   const std::string& name = v1::PlanAction_Name(static_cast<v1::PlanAction>(action));
   return absl::AsciiStrToLower(name.substr(std::string_view("PLAN_ACTION_").size()));
+}
+
+// A step that started its instance (start or recreate), carried out, whose run ended `failed`: a
+// launch failure, reported as one (exit 1, counted "with an error").
+bool EndedFailed(const v1::PlanStep& step) {
+  const auto& actions = step.actions();
+  return step.ok() && step.has_instance() && step.instance().state() == v1::AGENT_STATE_FAILED &&
+         (std::count(actions.begin(), actions.end(), v1::PLAN_ACTION_START) > 0 ||
+          std::count(actions.begin(), actions.end(), v1::PLAN_ACTION_RECREATE) > 0);
 }
 
 void WriteStep(contract::JsonWriter& json, const v1::PlanStep& step) {
@@ -41,6 +52,7 @@ void WriteStep(contract::JsonWriter& json, const v1::PlanStep& step) {
   }
   if (step.has_instance()) {
     json.Key("state").String(StateName(step.instance().state()));
+    json.Key("cause").String(step.instance().cause());
   }
   json.Key("file").String(step.location().file()).Key("line").Uint(step.location().line());
   json.EndObject();
@@ -62,13 +74,14 @@ std::string PlanText(const v1::ApplyFleetResponse& response) {
   std::map<std::string, int> counts;
   for (const v1::PlanStep& step : response.steps()) {
     std::vector<std::string> actions;
+    const bool failed = !step.ok() || EndedFailed(step);
     for (int action : step.actions()) {
       actions.push_back(ActionName(action));
-      if (step.ok()) {
+      if (!failed) {
         ++counts[actions.back()];
       }
     }
-    if (!step.ok()) {
+    if (failed) {
       ++counts["with an error"];  // refused or failed: not counted as what it would have done
     } else if (actions.empty()) {
       ++counts["unchanged"];
@@ -76,7 +89,10 @@ std::string PlanText(const v1::ApplyFleetResponse& response) {
     absl::StrAppend(&out, step.name(), ": ",
                     actions.empty() ? std::string("unchanged") : absl::StrJoin(actions, " + "));
     if (step.has_instance() && !actions.empty()) {
-      absl::StrAppend(&out, " -> ", StateName(step.instance().state()));
+      const v1::AgentInstance& instance = step.instance();
+      const bool say_why = instance.state() == v1::AGENT_STATE_FAILED && !instance.cause().empty();
+      absl::StrAppend(&out, " -> ", StateName(instance.state()),
+                      say_why ? absl::StrCat(" (", instance.cause(), ")") : "");
     }
     out += "\n";
     for (const std::string& change : step.changes()) {
@@ -84,6 +100,8 @@ std::string PlanText(const v1::ApplyFleetResponse& response) {
     }
     if (step.has_error()) {
       absl::StrAppend(&out, "    error: ", step.error().message(), "\n");
+    } else if (EndedFailed(step)) {
+      absl::StrAppend(&out, "    error: the instance was started and its run ended failed\n");
     }
   }
   std::vector<std::string> summary;
@@ -102,10 +120,7 @@ int StepsExitCode(const v1::ApplyFleetResponse& response) {
   for (const v1::PlanStep& step : response.steps()) {
     if (!step.ok()) {
       worst = std::max(worst, ExitCodeFor(step.error().reason(), grpc::StatusCode::UNKNOWN));
-    } else if (step.has_instance() && step.instance().state() == v1::AGENT_STATE_FAILED &&
-               (std::count(step.actions().begin(), step.actions().end(), v1::PLAN_ACTION_START) ||
-                std::count(step.actions().begin(), step.actions().end(),
-                           v1::PLAN_ACTION_RECREATE))) {
+    } else if (EndedFailed(step)) {
       worst = std::max(worst, static_cast<int>(kExitGeneral));
     }
   }
@@ -171,6 +186,9 @@ int ReportProblems(Context& ctx, Client& client, v1::ApplyFleetRequest request,
       }
     }
   }
+  for (std::string& problem : problems) {  // one line each, whatever a path or name holds
+    problem = contract::text::EscapeControls(problem);
+  }
   SortProblems(&problems);
   problems.erase(std::unique(problems.begin(), problems.end()), problems.end());
   const size_t count = problems.size() + not_shown;
@@ -209,6 +227,16 @@ int RunApply(Context& ctx, const LocalArgs& args, bool diff) {
   }
   if (!read.problems.empty()) {
     return ReportProblems(ctx, *client, request, std::move(read.problems));
+  }
+  // Each file is at most 4 MiB, but many of them (and a source location per key) can make a
+  // request the daemon would refuse with the transport's own message: say what to do instead.
+  if (const size_t bytes = request.ByteSizeLong(); bytes > contract::kMaxRequestBytes) {
+    return ReportError(
+        ctx.global.json, "FLEET_INVALID",
+        absl::StrCat("the fleet was not applied (nothing changed): its files make a request of ",
+                     bytes >> 20, " MiB, over the ", contract::kMaxRequestBytes >> 20,
+                     " MiB the daemon accepts; apply them in smaller groups"),
+        kExitUsage);
   }
   // Creating and starting many agents, or stopping them, takes longer than one RPC deadline.
   auto call = client->NewContext(std::chrono::milliseconds(static_cast<int64_t>(

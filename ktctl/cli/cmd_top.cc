@@ -335,7 +335,7 @@ void Session::Draw() {
   input.rows = top::BuildRows(list_, rates_, NowUnixMs());
   top::SortRows(input.rows, view_.sort, view_.reverse);
   input.totals = list_.totals();
-  input.title = daemon_.has_value() ? top::DaemonTitle(*daemon_, NowUnixMs())
+  input.title = daemon_.has_value() ? top::DaemonTitle(*daemon_, NowUnixMs(), utf8_)
                                     : absl::StrCat("ktesiod at ", client_.socket_path());
   input.sort = view_.sort;
   input.reverse = view_.reverse;

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "cli/manifest_file.h"
@@ -136,8 +138,14 @@ void AddInstance(const std::string& file, const contract::FleetAgentSpec& agent,
 
 FleetFiles ReadFleetFiles(const std::vector<std::string>& paths) {
   FleetFiles result;
+  std::set<std::pair<dev_t, ino_t>>
+      seen;  // a file named twice (itself and its directory) is read once
   for (const std::string& given : paths) {
     for (const std::string& file : Expand(given, &result.problems)) {
+      if (struct stat st{};
+          stat(file.c_str(), &st) == 0 && !seen.insert({st.st_dev, st.st_ino}).second) {
+        continue;
+      }
       std::string text;
       if (!ReadText(file, &text, &result.problems)) {
         continue;

@@ -300,13 +300,14 @@ std::string FormatSpend(int64_t micro_dollars) {
   return absl::StrFormat("%s$%d.%02d", cents < 0 ? "-" : "", magnitude / 100, magnitude % 100);
 }
 
-std::string DaemonTitle(const v1::GetStatusResponse& status, int64_t now_unix_ms) {
+std::string DaemonTitle(const v1::GetStatusResponse& status, int64_t now_unix_ms, bool utf8) {
+  const std::string dot = utf8 ? " · " : " | ";
   std::string title =
       absl::StrCat("ktesiod ", status.version().daemon_version(), " pid ", status.pid(), " up ",
-                   FormatUptime((now_unix_ms - status.started_at_unix_ms()) / 1000), " · ",
-                   status.os(), " · ", status.socket_path());
+                   FormatUptime((now_unix_ms - status.started_at_unix_ms()) / 1000), dot,
+                   status.os(), dot, status.socket_path());
   if (status.problems_size() > 0) {
-    absl::StrAppend(&title, " · ", status.problems_size(),
+    absl::StrAppend(&title, dot, status.problems_size(),
                     status.problems_size() == 1 ? " problem" : " problems");
   }
   return title;

@@ -115,7 +115,7 @@ struct FrameInput {
 };
 
 // The daemon line: "ktesiod 1.2.0 pid 42 up 3h05m · linux · /run/ktesio/ktesiod.sock".
-std::string DaemonTitle(const v1::GetStatusResponse& status, int64_t now_unix_ms);
+std::string DaemonTitle(const v1::GetStatusResponse& status, int64_t now_unix_ms, bool utf8);
 
 // The table header and one line per row, each at most `width` display columns (0 = as wide as
 // the content). Narrow widths shorten headers, shrink NAME and STATE (truncating with "…") and

@@ -23,6 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "ktesio/contract/declaration.h"
+#include "ktesio/contract/limits.h"
 #include "ktesio/contract/status_macros.h"
 #include "ktesio/v1/version.h"
 #include "memory/trim.h"
@@ -307,6 +308,7 @@ class ApiServer {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
+    builder.SetMaxReceiveMessageSize(static_cast<int>(contract::kMaxRequestBytes));
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
     counting.push_back(requests.Factory());
     builder.experimental().SetInterceptorCreators(std::move(counting));

@@ -247,8 +247,12 @@ void Apply(Engine& engine, const v1::ApplyFleetRequest& request, v1::ApplyFleetR
     const Step& step = run->plan[i];
     v1::PlanStep* out = response->add_steps();
     FillStep(step, out);
-    response->set_changed(response->changed() || !step.actions.empty());
-    if (step.Has(v1::PLAN_ACTION_RECREATE) && !run->request.recreate()) {
+    const bool refused = step.Has(v1::PLAN_ACTION_RECREATE) && !run->request.recreate();
+    // A plan says whether anything differs (a recreate it may not carry out included); an apply
+    // says whether it acted.
+    response->set_changed(response->changed() ||
+                          (!step.actions.empty() && (run->request.dry_run() || !refused)));
+    if (refused) {
       SetError(contract::MakeError(
                    absl::StatusCode::kFailedPrecondition, contract::reason::kInvalidState,
                    absl::StrCat("the adapter of '", step.name,

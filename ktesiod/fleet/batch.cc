@@ -88,9 +88,10 @@ engine::Lifecycle::Done Answer(engine::Engine& engine, const std::string& name,
       FillError(status, &result);
     } else {
       result.set_ok(true);
-      if (absl::StatusOr<v1::AgentInstance> view = engine.instances().View(name); view.ok()) {
-        *result.mutable_instance() = std::move(*view);
-      }
+    }
+    // A refused step leaves the instance as it was: its state is reported all the same.
+    if (absl::StatusOr<v1::AgentInstance> view = engine.instances().View(name); view.ok()) {
+      *result.mutable_instance() = std::move(*view);
     }
     result.mutable_notices()->Add(notices.begin(), notices.end());
     done(std::move(result));
@@ -122,17 +123,23 @@ void LaunchOne(engine::Engine& engine, const v1::BatchAgentsRequest& batch, cons
       lifecycle.Resume(name, Answer(engine, name, std::move(done)));
       return;
     case v1::BATCH_VERB_REMOVE:
-      lifecycle.Remove(name, {.force = batch.force(), .delete_home = batch.delete_home()},
-                       [name, done = std::move(done)](absl::StatusOr<store::InstanceRow> removed) {
-                         v1::BatchResult result;
-                         result.set_name(name);
-                         if (removed.ok()) {
-                           result.set_ok(true);
-                         } else {
-                           FillError(removed.status(), &result);
-                         }
-                         done(std::move(result));
-                       });
+      lifecycle.Remove(
+          name, {.force = batch.force(), .delete_home = batch.delete_home()},
+          [&engine, name, done = std::move(done)](absl::StatusOr<store::InstanceRow> removed) {
+            v1::BatchResult result;
+            result.set_name(name);
+            if (removed.ok()) {
+              result.set_ok(true);
+            } else {
+              FillError(removed.status(), &result);
+              // A refused removal leaves the instance registered: its state is reported.
+              if (absl::StatusOr<v1::AgentInstance> view = engine.instances().View(name);
+                  view.ok()) {
+                *result.mutable_instance() = std::move(*view);
+              }
+            }
+            done(std::move(result));
+          });
       return;
     default:
       break;

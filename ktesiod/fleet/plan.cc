@@ -7,6 +7,7 @@
 #include "fleet/apply.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "ktesio/contract/labels.h"
+#include "ktesio/contract/toml_text.h"
 
 namespace ktesio::daemon::fleet {
 namespace {
@@ -170,7 +171,9 @@ std::string DisplayValue(const std::string& key, const std::string& value) {
       (key.starts_with("agent.") || LooksLikeCredential(key, value))) {
     return "****";
   }
-  return absl::StrCat("\"", value, "\"");
+  // Quoted as the fleet file would write it: a newline or an escape sequence in a value must not
+  // reach the operator's terminal raw (export quotes the same way).
+  return contract::QuoteTomlString(value);
 }
 
 }  // namespace ktesio::daemon::fleet

@@ -3,12 +3,14 @@
 #include <map>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/keys.h"
 #include "fleet/apply.h"
 #include "ktesio/contract/error.h"
 #include "ktesio/contract/labels.h"
+#include "ktesio/contract/text.h"
 #include "paths/paths.h"
 #include "registry/registry.h"
 
@@ -23,7 +25,9 @@ std::string Where(const v1::SourceLocation& location) {
 class Problems {
  public:
   void Add(const v1::SourceLocation& at, const std::string& subject, absl::string_view message) {
-    lines_.push_back(absl::StrCat(Where(at), ": ", subject, subject.empty() ? "" : ": ", message));
+    // One line each: a quoted name may hold a newline or an escape sequence.
+    lines_.push_back(contract::text::EscapeControls(
+        absl::StrCat(Where(at), ": ", subject, subject.empty() ? "" : ": ", message)));
   }
   bool empty() const { return lines_.empty(); }
   absl::Status ToStatus() const {
@@ -153,7 +157,10 @@ absl::Status CheckLimit(const std::vector<Step>& plan, size_t current, uint64_t 
   return absl::OkStatus();
 }
 
-bool LooksLikeCredential(std::string_view key, std::string_view value) {
+bool LooksLikeCredential(std::string_view key, std::string_view raw) {
+  // Judged as an agent would read it: surrounding blanks do not hide a key.
+  const std::string_view value =
+      contract::text::ToStd(absl::StripAsciiWhitespace(contract::text::ToAbsl(raw)));
   if (value.empty() || value.starts_with(config::kSecretPrefix) || value.starts_with("{env:")) {
     return false;
   }
@@ -172,7 +179,7 @@ bool LooksLikeCredential(std::string_view key, std::string_view value) {
   }
   for (const char* prefix : {"sk-", "sk_live_", "ghp_", "gho_", "ghs_", "github_pat_", "xoxb-",
                              "xoxp-", "AKIA", "AIza", "glpat-"}) {
-    if (value.starts_with(prefix) && value.size() >= 16) {
+    if (value.size() >= 16 && absl::StartsWithIgnoreCase(contract::text::ToAbsl(value), prefix)) {
       return true;
     }
   }

@@ -19,7 +19,8 @@ class Problems {
  public:
   Problems(std::string_view path, std::vector<std::string>* out) : path_(path), out_(out) {}
   void Add(uint32_t line, std::string_view message) {
-    out_->push_back(Cat(path_, ":", line, ": ", message));
+    // One line each, whatever a name in the message holds (a quoted key may contain a newline).
+    out_->push_back(text::EscapeControls(Cat(path_, ":", line, ": ", message)));
   }
   void Add(const toml::node& node, std::string_view message) {
     Add(static_cast<uint32_t>(node.source().begin.line), message);

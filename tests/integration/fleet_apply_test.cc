@@ -97,10 +97,56 @@ TEST_F(FleetApplyTest, ApplyCreatesStartsAndASecondApplyChangesNothing) {
   EXPECT_NE(again.out.find("applied: 4 unchanged"), std::string::npos) << again.out;
   EXPECT_EQ(Events().size(), events_before) << "a no-op apply emitted events";
   EXPECT_EQ(daemon_.Ctl({"diff", "-f", daemon_.dir()}).exit_code, 0) << "a directory of files";
+  RunResult twice = daemon_.Ctl({"diff", "-f", daemon_.dir(), "-f", file});
+  EXPECT_EQ(twice.exit_code, 0) << "a file named twice is read once: " << twice.out << twice.err;
   const Json after = List();  // a range-for over a temporary's member would dangle
   for (const Json& instance : after["instances"].array) {
     EXPECT_EQ(instance["restart_count"].Int(), 0) << "a no-op apply restarted something";
   }
+}
+
+// A start carried out whose run ended `failed` is a launch failure: counted "with an error", its
+// cause shown, exit 1 (docs/fleet-file.md); the JSON step carries state and cause.
+TEST_F(FleetApplyTest, AStartThatEndsFailedIsReportedAsAnError) {
+  WriteProbeManifest(daemon_.dir() + "/dies", "dies", "--exit-immediately --exit-code 3");
+  const std::string file = WriteFleet(
+      "dies.toml",
+      "[fleet]\nname = \"d\"\n[agents.dies-1]\nmanifest = \"dies\"\nstate = \"running\"\n"
+      "[agents.dies-1.config]\nrestart.policy = \"never\"\n");
+  RunResult apply = daemon_.Ctl({"apply", "-f", file});
+  EXPECT_EQ(apply.exit_code, 1) << apply.out << apply.err;
+  EXPECT_NE(apply.out.find("dies-1: create + start -> failed ("), std::string::npos) << apply.out;
+  EXPECT_NE(apply.out.find("    error: "), std::string::npos) << apply.out;
+  EXPECT_NE(apply.out.find("applied: 1 with an error\n"), std::string::npos) << apply.out;
+
+  ASSERT_EQ(daemon_.Ctl({"agent", "remove", "dies-1"}).exit_code, 0);
+  RunResult json = daemon_.Ctl({"apply", "-f", file, "--json"});
+  EXPECT_EQ(json.exit_code, 1) << json.out << json.err;
+  std::optional<Json> plan = ParseJson(json.out);
+  ASSERT_TRUE(plan.has_value() && (*plan)["steps"].array.size() == 1) << json.out;
+  const Json& step = (*plan)["steps"].array[0];
+  EXPECT_EQ(step["state"].string, "failed") << json.out;
+  EXPECT_FALSE(step["cause"].string.empty()) << json.out;
+}
+
+// A config value holding a newline or an escape sequence is shown quoted as TOML writes it: the
+// plan goes to a terminal. A name holding one keeps the problem on one line.
+TEST_F(FleetApplyTest, HostileTextInAFleetStaysOnOneLine) {
+  const std::string file =
+      WriteFleet("text.toml",
+                 "[fleet]\nname = \"t\"\n[agents.t-1]\nkind = \"mock\"\n[agents.t-1.config]\n"
+                 "model = \"x\\ny\\u001b[31mred\"\n");
+  RunResult diff = daemon_.Ctl({"diff", "-f", file});
+  EXPECT_EQ(diff.exit_code, 1) << diff.out << diff.err;
+  EXPECT_NE(diff.out.find("config model = \"x\\ny\\u001B[31mred\""), std::string::npos) << diff.out;
+  EXPECT_EQ(diff.out.find('\x1b'), std::string::npos) << diff.out;
+
+  const std::string bad = WriteFleet(
+      "name.toml", "[fleet]\nname = \"t\"\n[agents.\"a\\nb\\u001b[2J\"]\nkind = \"mock\"\n");
+  RunResult refused = daemon_.Ctl({"diff", "-f", bad});
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("a\\x0ab\\x1b[2J"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.err.find('\x1b'), std::string::npos) << refused.err;
 }
 
 TEST_F(FleetApplyTest, BadFilesAreRefusedWholeWithEveryProblemAndNothingChanges) {
@@ -290,6 +336,11 @@ TEST_F(FleetApplyTest, PruneRemovesOnlyOwnedInstancesAndRecreateNeedsTheFlag) {
   Json list = List();
   ASSERT_EQ(list["instances"].array.size(), 3u) << "byhand, w-0, w-1";
   EXPECT_EQ(list["instances"].array[0]["name"].string, "byhand");
+  // Only the refused recreate left: the apply changed nothing, the plan still differs.
+  RunResult only_refused = daemon_.Ctl({"apply", "-f", file, "--json"});
+  EXPECT_EQ(only_refused.exit_code, 4) << only_refused.out;
+  EXPECT_FALSE(ParseJson(only_refused.out).value_or(Json())["changed"].boolean) << only_refused.out;
+  EXPECT_EQ(daemon_.Ctl({"diff", "-f", file}).exit_code, 1);
 
   RunResult recreated = daemon_.Ctl({"apply", "--prune", "--recreate", "-f", file});
   EXPECT_EQ(recreated.exit_code, 0) << recreated.out << recreated.err;
@@ -349,7 +400,20 @@ TEST_F(FleetApplyTest, SelectorsAndSeveralNamesDriveManyInstancesAtOnce) {
   RunResult pause = daemon_.Ctl({"agent", "pause", "--all"});
   EXPECT_EQ(pause.exit_code, 4) << pause.out;
   EXPECT_NE(pause.out.find("w-3: error: cannot pause"), std::string::npos) << pause.out;
+  // A refused step still reports the state the instance is in (docs/commands.md).
+  RunResult refused = daemon_.Ctl({"agent", "pause", "w-2", "w-3", "--json"});
+  EXPECT_EQ(refused.exit_code, 4) << refused.out;
+  std::optional<Json> refused_doc = ParseJson(refused.out);
+  ASSERT_TRUE(refused_doc.has_value() && refused_doc->array.size() == 2) << refused.out;
+  EXPECT_FALSE(refused_doc->array[1]["ok"].boolean) << refused.out;
+  EXPECT_EQ(refused_doc->array[1]["state"].string, "stopped") << refused.out;
+  EXPECT_EQ(refused_doc->array[1]["cause"].string, "stop-graceful") << refused.out;
   EXPECT_EQ(daemon_.Ctl({"agent", "resume", "-l", "team in (even,odd)"}).exit_code, 4);
+  RunResult kept = daemon_.Ctl({"agent", "remove", "w-0", "w-1", "--json"});  // running: refused
+  EXPECT_EQ(kept.exit_code, 4) << kept.out;
+  std::optional<Json> kept_doc = ParseJson(kept.out);
+  ASSERT_TRUE(kept_doc.has_value() && kept_doc->array.size() == 2) << kept.out;
+  EXPECT_EQ(kept_doc->array[1]["state"].string, "running") << kept.out;
 
   RunResult none = daemon_.Ctl({"agent", "restart", "--selector", "team=nobody"});
   EXPECT_EQ(none.exit_code, 3) << none.err;

@@ -121,6 +121,18 @@ TEST(ParseArgs, ARepeatableFlagKeepsEveryValue) {
   EXPECT_EQ(ErrorOf({}, apply), "missing -f FILE");
 }
 
+// A selector given twice selects by both (its requirements joined), never by the last alone.
+TEST(ParseArgs, AJoiningFlagMeansAllOfItsValues) {
+  const std::vector<Arg> syntax = {
+      {.name = "--selector", .value = "SEL", .alias = "-l", .join = ","},
+      {.name = "--timeout", .value = "SECS"}};
+  auto local = ParseArgs(
+      {"-l", "team=a", "--selector=tier in (x,y)", "--timeout", "1", "--timeout", "2"}, syntax);
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(local->Value("--selector"), "team=a,tier in (x,y)");
+  EXPECT_EQ(local->Value("--timeout"), "2") << "other flags keep their last value";
+}
+
 TEST(Synopsis, RendersOperandsFlagsAndAlternatives) {
   EXPECT_EQ(Synopsis(kRemoveLike),
             "(NAME... | --selector SEL | --all) [--retain | --delete] [--force]");

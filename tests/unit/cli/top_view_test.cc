@@ -180,6 +180,20 @@ TEST(TopFormat, Units) {
   EXPECT_EQ(DisplayWidth("a—…"), 3u);
 }
 
+TEST(TopFormat, DaemonTitleUsesAsciiWithoutAUtf8Locale) {
+  v1::GetStatusResponse status;
+  status.mutable_version()->set_daemon_version("1.0.0");
+  status.set_pid(42);
+  status.set_started_at_unix_ms(1'000'000);
+  status.set_os("linux");
+  status.set_socket_path("/run/k.sock");
+  status.add_problems("ktesio-shim missing");
+  EXPECT_EQ(DaemonTitle(status, 1'045'000, true),
+            "ktesiod 1.0.0 pid 42 up 45s · linux · /run/k.sock · 1 problem");
+  EXPECT_EQ(DaemonTitle(status, 1'045'000, false),
+            "ktesiod 1.0.0 pid 42 up 45s | linux | /run/k.sock | 1 problem");
+}
+
 FrameInput Fleet(size_t count) {
   FrameInput input;
   input.title =

@@ -148,6 +148,14 @@ TEST(LooksLikeCredential, KeyNamesAndKeyShapes) {
   EXPECT_FALSE(LooksLikeCredential("agent.LOG_LEVEL", "debug"));
   EXPECT_FALSE(LooksLikeCredential("restart.policy", "sk-abcdefghijklmnop"))
       << "not secret-capable";
+  // Blanks around a key, or its prefix in another case, do not hide it.
+  EXPECT_TRUE(LooksLikeCredential("model", " sk-abcdefghijklmnopqrstuvwxyz"));
+  EXPECT_TRUE(LooksLikeCredential("model", "sk-abcdefghijklmnop\n"));
+  EXPECT_TRUE(LooksLikeCredential("model", "SK-ABCDEFGHIJKLMNOPQRSTU"));
+  EXPECT_TRUE(LooksLikeCredential("agent.X", "\tGITHUB_PAT_abcdefghij"));
+  EXPECT_FALSE(LooksLikeCredential("model", "sk-short")) << "prefixes count from 16 characters";
+  EXPECT_FALSE(LooksLikeCredential("agent.DB_PASSWORD", "")) << "an empty value holds nothing";
+  EXPECT_FALSE(LooksLikeCredential("agent.OPENAI_API_KEY", " secret:openai "));
 }
 
 }  // namespace

@@ -64,6 +64,26 @@ std::string Join(const Range& range, std::string_view separator) {
 // C-style escaping (non-printable bytes as \xNN) for quoting untrusted text in messages.
 inline std::string Escape(std::string_view s) { return absl::CHexEscape(ToAbsl(s)); }
 
+// Untrusted text inside a one-line message meant for a terminal: control bytes (below 0x20, and
+// DEL) as \xNN, everything else (quotes, UTF-8) kept, so a message stays one line and an escape
+// sequence in a name cannot reach the terminal.
+inline std::string EscapeControls(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      constexpr std::string_view kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // Untrusted text for a log line or a stored record: escaped as Escape does, at most `max_bytes`
 // of the original kept, and the cut said ("... (3000000 bytes)").
 inline std::string EscapeBounded(std::string_view s, size_t max_bytes) {
