@@ -42,6 +42,9 @@ struct ProcessIdentity {
 struct Launched {
   ProcessIdentity agent;
   ProcessIdentity shim;
+  // When the shim was started, Unix ms; 0 when unknown. Set for an unconfirmed launch (the daemon
+  // that made it died before recording the time).
+  int64_t started_at_ms = 0;
 };
 
 struct ExitRecord {

@@ -481,6 +481,11 @@ std::optional<Launched> ShimBackend::UnconfirmedLaunch(const std::string& run_di
   }
   Launched left;
   left.shim = {shim_pid, *shim_start};
+  // The shim writes its pid file as it starts: the file's time is the launch's.
+  if (struct stat st{}; stat((run_dir + "/" + shim::kShimPidFile).c_str(), &st) == 0) {
+    left.started_at_ms =
+        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+  }
   const pid_t agent_pid = shim::ReadPidRecord(run_dir + "/" + shim::kAgentPidFile);
   absl::StatusOr<std::string> stat = fs::ReadFile(absl::StrCat("/proc/", agent_pid, "/stat"));
   if (agent_pid != 0 && stat.ok()) {

@@ -197,6 +197,9 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
       row.pid = agent.pid > 0 ? std::optional<int64_t>(agent.pid) : std::nullopt;
       row.pid_start_time = agent.pid > 0 ? std::optional<int64_t>(agent.start_time) : std::nullopt;
       row.boot_id = boot_id;
+      // The run began when the shim started (never later than now): `started_at` and uptime.
+      const int64_t now = clock_.NowUnixMs();
+      row.started_at_ms = left->started_at_ms > 0 ? std::min(left->started_at_ms, now) : now;
       if (absl::Status status = store_.UpdateInstance(row); !status.ok()) {
         log_->error("spawn record of an unconfirmed launch not committed instance={} error={}",
                     row.name, std::string(status.message()));

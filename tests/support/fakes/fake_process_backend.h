@@ -172,7 +172,7 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
     respawned_.erase(spec.run_dir);
     procs_[agent] = Proc{spec, true, nullptr, agent + 1, nullptr};
     last_agent_ = agent;
-    Launched launched{{agent, StartTime(agent)}, {agent + 1, StartTime(agent + 1)}};
+    Launched launched{{agent, StartTime(agent)}, {agent + 1, StartTime(agent + 1)}, 0};
     boost::asio::post(io_, [done = std::move(done), launched] { done(launched); });
   }
 
@@ -231,7 +231,7 @@ class FakeProcessBackend final : public daemon::process::ProcessBackend {
   std::optional<Launched> UnconfirmedLaunch(const std::string& run_dir) override {
     for (const auto& [agent, proc] : procs_) {
       if (proc.alive && proc.spec.run_dir == run_dir) {
-        return Launched{{agent, StartTime(agent)}, {proc.shim, StartTime(proc.shim)}};
+        return Launched{{agent, StartTime(agent)}, {proc.shim, StartTime(proc.shim)}, 0};
       }
     }
     return std::nullopt;

@@ -623,12 +623,14 @@ TEST_F(SupervisorTest, AReconcileTakesOnALaunchThePreviousDaemonNeverConfirmed) 
   row.pid_start_time.reset();
   row.shim_pid.reset();
   row.shim_start_time.reset();
+  row.started_at_ms.reset();
   ASSERT_TRUE(store_->UpdateInstance(row).ok());
   backend_.DropWatches();
   MakeSupervisor();
   supervisor_->Reconcile();
   Settle();
   EXPECT_EQ(StateOf("a"), "running");
+  EXPECT_GT(Row("a").started_at_ms.value_or(0), 0) << "a running instance without started_at";
   EXPECT_EQ(Row("a").pid.value_or(0), agent);
   EXPECT_EQ(Row("a").shim_pid.value_or(0), agent + 1);
   EXPECT_EQ(static_cast<int>(backend_.launches().size()), 1) << "a second copy was launched";

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -28,8 +29,15 @@ pid_t PidIn(const TempDir& dir, const char* file) {
 
 TEST(UnconfirmedLaunch, NamesTheShimRunningThisRunDirAndItsAgent) {
   TempDir dir;
+  const auto unix_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t before_ms = unix_ms();
   ShimProcess shim(dir, {{KTESIO_PROBE_PATH, "--heartbeat-ms", "1000"}});
   ASSERT_TRUE(shim.ReadyText().value_or("").starts_with("started "));
+  const int64_t after_ms = unix_ms();
   boost::asio::io_context io;
   process::ShimBackend backend(io);
   std::optional<process::Launched> left = backend.UnconfirmedLaunch(dir.run_dir());
@@ -38,6 +46,9 @@ TEST(UnconfirmedLaunch, NamesTheShimRunningThisRunDirAndItsAgent) {
   EXPECT_EQ(left->shim.pid, PidIn(dir, "shim.pid"));
   EXPECT_EQ(left->agent.pid, PidIn(dir, "agent.pid"));
   EXPECT_GT(left->agent.start_time, 0);
+  // When the shim started (its pid file's time): what the daemon records as the run's start.
+  EXPECT_GE(left->started_at_ms, before_ms - 20);  // file times lag by up to a tick
+  EXPECT_LE(left->started_at_ms, after_ms);
   EXPECT_TRUE(backend.IsAlive(left->shim));
   EXPECT_TRUE(backend.IsAlive(left->agent));
   // Another run dir is not this shim's, even with the same pid file.
