@@ -155,6 +155,10 @@ void Engine::ReopenProxies() {
         }
         status =
             proxy_->Open(row.name, *upstream, static_cast<uint16_t>(*port), true, prefix).status();
+        // A budget breach's block outlives the daemon: it lasts until the operator resumes.
+        if (status.ok() && row.cause.starts_with("budget-exceeded")) {
+          proxy_->Block(row.name);
+        }
       }
     }
     if (!status.ok()) {

@@ -218,6 +218,12 @@ TEST_F(MeteringTest, BudgetPauseRefusesFurtherModelCallsUntilResumed) {
   ASSERT_TRUE(
       WaitFor([&] { return HttpRequest(port, "POST", chat, R"({"model":"m"})").status == 429; }));
   EXPECT_EQ(provider_.Calls().size(), 1u);
+  // The block outlives the daemon: a restarted one keeps refusing until the operator resumes.
+  daemon_.Kill();
+  ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
+  ASSERT_EQ(Instance("a")["state"].string, "paused");
+  EXPECT_EQ(HttpRequest(port, "POST", chat, R"({"model":"m"})").status, 429);
+  EXPECT_EQ(provider_.Calls().size(), 1u) << "a call reached the provider after the restart";
   ASSERT_EQ(daemon_.Ctl({"agent", "resume", "a"}).exit_code, 0);
   EXPECT_TRUE(
       WaitFor([&] { return HttpRequest(port, "POST", chat, R"({"model":"m"})").status == 200; }));
