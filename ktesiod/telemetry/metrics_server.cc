@@ -71,8 +71,9 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text) {
     return address;
   }
   const size_t colon = text.rfind(':');
-  if (colon == absl::string_view::npos || colon == 0) {
-    return Invalid(text, "expected IP:PORT, [IPv6]:PORT or unix:/path");
+  if (colon == absl::string_view::npos || colon == 0 ||
+      text.find("://") != absl::string_view::npos || text.find('/') != absl::string_view::npos) {
+    return Invalid(text, "expected IP:PORT, [IPv6]:PORT or unix:/path (an address, not a URL)");
   }
   absl::string_view host = text.substr(0, colon);
   absl::string_view port = text.substr(colon + 1);

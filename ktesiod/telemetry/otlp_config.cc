@@ -92,6 +92,15 @@ absl::StatusOr<std::chrono::milliseconds> ParseMillis(const Setting& setting, in
 // The collector's URL: scheme, host, port and path (a base endpoint gets /v1/metrics appended;
 // a metrics endpoint (`full`) is used as given).
 absl::Status ParseEndpoint(const Setting& url, bool full, OtlpConfig* config) {
+  // The URL goes into the request line as is: a space, CR or LF would split it (another header,
+  // another request), and a URL has none (RFC 3986 percent-encodes them).
+  for (const char c : url.value) {
+    if (c <= ' ' || c > '~') {
+      return Bad(url.source,
+                 "the endpoint holds a space, a control character or a non-ASCII byte "
+                 "(percent-encode it)");
+    }
+  }
   absl::string_view rest = url.value;
   if (absl::ConsumePrefix(&rest, "https://")) {
     config->tls = true;

@@ -90,6 +90,12 @@ TEST(ResolveOtlp, RefusesMalformedSettingsWithoutEchoingSecrets) {
             "OTEL_EXPORTER_OTLP_ENDPOINT"},
            {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:0"}}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
            {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://:4318"}}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
+           // A CR/LF in the path would add headers or a second request; a space splits the line.
+           {{{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+              "http://c:4318/v1/x HTTP/1.1\r\nX-Injected: yes\r\n\r\nGET /smuggled"}},
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"},
+           {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318/v 1"}}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
+           {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c\x01:4318"}}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
            {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"},
              {"OTEL_EXPORTER_OTLP_HEADERS", "Authorization: Bearer topsecret"}},
             "OTEL_EXPORTER_OTLP_HEADERS"},

@@ -215,6 +215,10 @@ TEST(ParseListenAddress, RefusesWithAReason) {
     EXPECT_NE(parsed.status().message().find("metrics address '"), absl::string_view::npos) << bad;
   }
   EXPECT_FALSE(ParseListenAddress("unix:/" + std::string(200, 'x')).ok());
+  // A URL is the likely mistake: the message says an address is wanted, not brackets.
+  absl::StatusOr<ListenAddress> url = ParseListenAddress("http://127.0.0.1:9464");
+  ASSERT_FALSE(url.ok());
+  EXPECT_NE(url.status().message().find("not a URL"), absl::string_view::npos) << url.status();
 }
 
 TEST(SampleTree, CountsARealChildTree) {
