@@ -201,7 +201,14 @@ int ReportInstance(Context& ctx, const v1::AgentInstance& instance, bool started
                      "\n"));
   }
   // A start that ended in `failed` is a launch failure (exit 1), even though the call succeeded.
-  return started && instance.state() == v1::AGENT_STATE_FAILED ? kExitGeneral : kExitOk;
+  if (started && instance.state() == v1::AGENT_STATE_FAILED) {
+    if (!ctx.global.json) {  // the agent's own words are in its log, not in the cause
+      Err(absl::StrCat("ktctl: note: what the agent printed: ktctl agent logs ", instance.name(),
+                       " --tail 20"));
+    }
+    return kExitGeneral;
+  }
+  return kExitOk;
 }
 
 // start / pause / resume: one instance, or many through one batch call.

@@ -172,8 +172,10 @@ absl::Status CheckEnvPlaceholders(const DeliveryInput& input,
       if (!is_set(variable)) {
         return internal::DeliveryFailed(
             Cat("config key '", item.key, "' references {env:", internal::Escape(variable),
-                "}, which is not set in the agent's environment (set it in the start template, "
-                "the daemon's base environment or through a mapped config key)"));
+                "}, which is not set in the agent's environment (set config key 'agent.",
+                internal::Escape(variable),
+                "' on the instance, or set it in the start template or the daemon's base "
+                "environment)"));
       }
     }
   }
