@@ -183,6 +183,15 @@ ALTER TABLE usage_ledger RENAME TO usage_events;
 ALTER TABLE instances ADD COLUMN restarts_total INTEGER NOT NULL DEFAULT 0;
 UPDATE instances SET restarts_total = restart_count;
 )sql",
+    // 12: how many events of each type retention has pruned, so ktesio_events_total (the event
+    // log's rows plus these) never goes back when a restarted daemon counts again. Events pruned
+    // before this version are not known.
+    R"sql(
+CREATE TABLE events_pruned (
+  type TEXT PRIMARY KEY,
+  count INTEGER NOT NULL CHECK (count >= 0)
+) STRICT, WITHOUT ROWID;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == kSchemaVersion);

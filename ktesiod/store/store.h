@@ -20,7 +20,7 @@
 namespace ktesio::daemon::store {
 
 // The schema version this binary writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 11;
+inline constexpr int kSchemaVersion = 12;
 
 // How many events a reader of the event log takes at once (the event feed's batch), and so the
 // most events one span row holds (LedgerWriter): each read of a span copies and splits its whole
@@ -206,7 +206,8 @@ class Store {
 
  private:
   // PruneEvents' exact count limit for the oldest span row (store_retention.cc).
-  absl::StatusOr<int64_t> TrimOldestSpan(int64_t keep_max);
+  // Adds the documents it drops to `by_type`.
+  absl::StatusOr<int64_t> TrimOldestSpan(int64_t keep_max, std::map<std::string, int64_t>* by_type);
   // The first column of the first row of a statement without parameters (0 when no row).
   absl::StatusOr<int64_t> QueryInt(const char* sql);
   explicit Store(Database db) : db_(std::move(db)) {}

@@ -20,6 +20,12 @@ absl::StatusOr<Store::EventCounts> Store::CountEvents(int64_t after) {
   if (!status.ok()) {
     return status;
   }
+  if (after == 0) {  // counting from the start: what retention pruned counts too
+    KT_ASSIGN_OR_RETURN(Statement pruned, db_.Prepare("SELECT type, count FROM events_pruned"));
+    KT_RETURN_IF_ERROR(pruned.ForEach([&](const Statement& row) {
+      counts.by_type[row.ColumnText(0)] += static_cast<uint64_t>(row.ColumnInt(1));
+    }));
+  }
   return counts;
 }
 

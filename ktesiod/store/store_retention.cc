@@ -3,6 +3,8 @@
 // views, budgets and dollars do not change when detail goes (docs/operations.md "Retention").
 
 #include <limits>
+#include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "ktesio/contract/error.h"
@@ -23,28 +25,44 @@ absl::StatusOr<int64_t> Store::PruneEvents(EventLog log, int64_t before_ms, int6
           log == EventLog::kEvents
               ? "DELETE FROM events WHERE cursor IN (SELECT cursor FROM events WHERE cursor < "
                 "(SELECT MAX(cursor) FROM events) AND (at_ms < ?1 OR cursor <= (SELECT MAX(cursor) "
-                "FROM events) - ?2) ORDER BY cursor LIMIT ?3) RETURNING span"
+                "FROM events) - ?2) ORDER BY cursor LIMIT ?3) RETURNING span, type"
               : "DELETE FROM audit_log WHERE cursor IN (SELECT cursor FROM audit_log WHERE cursor "
                 "< "
                 "(SELECT MAX(cursor) FROM audit_log) AND (at_ms < ?1 OR cursor <= (SELECT "
-                "MAX(cursor) FROM audit_log) - ?2) ORDER BY cursor LIMIT ?3) RETURNING 1"));
+                "MAX(cursor) FROM audit_log) - ?2) ORDER BY cursor LIMIT ?3) RETURNING 1, ''"));
   stmt.Bind(1, before_ms).Bind(2, keep_max).Bind(3, limit);
   int64_t events = 0;
-  KT_RETURN_IF_ERROR(stmt.ForEach([&](const Statement& row) { events += row.ColumnInt(0); }));
-  if (log == EventLog::kEvents) {
-    KT_ASSIGN_OR_RETURN(const int64_t trimmed, TrimOldestSpan(keep_max));
-    events += trimmed;
+  std::map<std::string, int64_t> by_type;
+  KT_RETURN_IF_ERROR(stmt.ForEach([&](const Statement& row) {
+    events += row.ColumnInt(0);
+    by_type[row.ColumnText(1)] += row.ColumnInt(0);
+  }));
+  if (log == EventLog::kAudit) {
+    return events;
+  }
+  KT_ASSIGN_OR_RETURN(const int64_t trimmed, TrimOldestSpan(keep_max, &by_type));
+  events += trimmed;
+  // What goes from the log stays counted (in the caller's transaction, with the delete).
+  KT_ASSIGN_OR_RETURN(
+      Statement count,
+      db_.Prepare("INSERT INTO events_pruned (type, count) VALUES (?1, ?2) "
+                  "ON CONFLICT (type) DO UPDATE SET count = count + excluded.count"));
+  for (const auto& [type, n] : by_type) {
+    count.Reset();
+    count.Bind(1, std::string_view(type)).Bind(2, n);
+    KT_RETURN_IF_ERROR(count.Run());
   }
   return events;
 }
 
-absl::StatusOr<int64_t> Store::TrimOldestSpan(int64_t keep_max) {
+absl::StatusOr<int64_t> Store::TrimOldestSpan(int64_t keep_max,
+                                              std::map<std::string, int64_t>* by_type) {
   // A usage span kept whole by the row-wise delete may still start more than keep_max events
   // behind the newest: its oldest documents go, so the count limit holds exactly.
   KT_ASSIGN_OR_RETURN(
       Statement oldest,
-      db_.Prepare("SELECT cursor, span, payload, (SELECT MAX(cursor) FROM events) FROM events "
-                  "ORDER BY cursor LIMIT 1"));
+      db_.Prepare("SELECT cursor, span, payload, (SELECT MAX(cursor) FROM events), type FROM "
+                  "events ORDER BY cursor LIMIT 1"));
   KT_ASSIGN_OR_RETURN(const bool row, oldest.Step());
   if (!row) {
     return 0;
@@ -73,6 +91,7 @@ absl::StatusOr<int64_t> Store::TrimOldestSpan(int64_t keep_max) {
                       db_.Prepare("UPDATE events SET span = ?2, payload = ?3 WHERE cursor = ?1"));
   trim.Bind(1, cursor).Bind(2, span - drop).Bind(3, std::string_view(payloads).substr(at));
   KT_RETURN_IF_ERROR(trim.Run());
+  (*by_type)[oldest.ColumnText(4)] += drop;
   return drop;
 }
 

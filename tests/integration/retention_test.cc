@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon_harness.h"
+#include "fake_provider.h"
 #include "gtest/gtest.h"
 #include "json.h"
 
@@ -110,6 +111,26 @@ TEST_F(RetentionTest, PruningKeepsTotalsBudgetsAndSaysWhenAReplayHasAGap) {
   EXPECT_GT(first.st_size, 64 * 1024) << "the copy keeps its size: offsets stay valid";
   EXPECT_GT(blocks("usage-2.log"), 0);
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
+
+  // ktesio_events_total counts what retention pruned: a restarted daemon, counting again from
+  // its store, never shows less than the events there ever were (no reset for rate()).
+  daemon_.Kill();
+  ASSERT_TRUE(daemon_.Start({"--config", config_, "--metrics-listen", "127.0.0.1:0"}))
+      << daemon_.DaemonLog();
+  std::optional<Json> status = ParseJson(daemon_.Ctl({"daemon", "status", "--json"}).out);
+  ASSERT_TRUE(status.has_value());
+  const std::string address = (*status)["metrics_address"].string;
+  const auto port = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+  HttpResponse metrics = HttpRequest(port, "GET", "/metrics");
+  ASSERT_EQ(metrics.status, 200) << metrics.error;
+  double total = 0;
+  std::istringstream lines(metrics.body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("ktesio_events_total{")) {
+      total += std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  EXPECT_GE(total, static_cast<double>(events_before) + 4) << metrics.body;
 }
 
 TEST_F(RetentionTest, BadRetentionValuesRefuseTheStart) {

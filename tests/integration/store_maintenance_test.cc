@@ -102,7 +102,7 @@ TEST(StoreMaintenance, BackupWhileAgentsReportUsageRestoresTheSameLedgerInstance
   EXPECT_NE(unnamed.err.find("needs a FILE"), std::string::npos) << unnamed.err;
   RunResult made = source.Ctl({"daemon", "backup", backup});
   ASSERT_EQ(made.exit_code, 0) << made.err;
-  EXPECT_NE(made.out.find("schema version 11"), std::string::npos) << made.out;
+  EXPECT_NE(made.out.find("schema version 12"), std::string::npos) << made.out;
   EXPECT_FALSE(fs::exists(backup + ".partial"));
   // The copy is consistent: every run's totals equal its ledger rows, at one instant.
   EXPECT_EQ(Rows(backup, "PRAGMA integrity_check"), std::vector<std::string>{"ok"});

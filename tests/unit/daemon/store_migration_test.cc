@@ -265,7 +265,7 @@ TEST(StoreMigrationFixtures, ShippedMigrationsNeverChange) {
   constexpr uint64_t kShipped[] = {
       0xec05a18af79c0ac2ULL, 0xe66963f0613a6d6dULL, 0x7712df7f17bf7cb6ULL, 0x06e4c272b9d9ad0fULL,
       0x771abe6579c7e66aULL, 0x1a3eac6aa043cff8ULL, 0x1f3daff7a6b8b10bULL, 0x95322cdb6725c630ULL,
-      0x635d88e8c14e90edULL, 0x903b55bd173ce722ULL, 0x2fafedaa140a01c0ULL,
+      0x635d88e8c14e90edULL, 0x903b55bd173ce722ULL, 0x2fafedaa140a01c0ULL, 0x5551b81317be98e5ULL,
   };
   ASSERT_EQ(std::size(kShipped), static_cast<size_t>(kSchemaVersion))
       << "a new migration: pin its hash here";
