@@ -244,22 +244,45 @@ void RenderBudgets(const MetricsSnapshot& s, Writer& w) {
   w.Family("ktesio_agent_budget_breaches_total", "counter",
            "Budget breaches over every run, by the action taken.");
   for (const v1::AgentInstance& a : s.agents.instances()) {
-    auto it = s.counters.find(a.name());
-    std::map<std::string, uint64_t> by_action;
-    if (a.has_budget()) {
-      by_action = {{"pause", 0}, {"stop", 0}, {"warn", 0}};
-    }
-    if (it != s.counters.end()) {
-      for (const auto& [action, count] : it->second.breaches_by_action) {
-        by_action[action] = count;
-      }
-    }
-    for (const auto& [action, count] : by_action) {
+    for (const auto& [action, count] : BreachesByAction(s, a)) {
       w.Sample("ktesio_agent_budget_breaches_total",
                Labels({{"agent", a.name()}, {"action", action}}), std::to_string(count));
     }
   }
 }
+
+}  // namespace
+
+std::map<std::string, uint64_t> BreachesByAction(const MetricsSnapshot& s,
+                                                 const v1::AgentInstance& a) {
+  std::map<std::string, uint64_t> by_action;
+  if (a.has_budget()) {
+    by_action = {{"pause", 0}, {"stop", 0}, {"warn", 0}};
+  }
+  if (auto it = s.counters.find(a.name()); it != s.counters.end()) {
+    for (const auto& [action, count] : it->second.breaches_by_action) {
+      by_action[action] = count;
+    }
+  }
+  return by_action;
+}
+
+std::map<std::string, uint64_t> UpstreamErrorsByReason(const MetricsSnapshot& s,
+                                                       const v1::AgentInstance& a) {
+  std::map<std::string, uint64_t> by_reason;
+  if (a.metering_source() == v1::METERING_SOURCE_ENGINE_OBSERVED) {
+    by_reason = {{"resolve", 0}, {"connect", 0},       {"tls", 0},
+                 {"write", 0},   {"response_head", 0}, {"cut", 0}};
+  }
+  if (auto it = s.proxy.find(a.name()); it != s.proxy.end()) {
+    for (const auto& [reason, count] : it->second.upstream_errors) {
+      by_reason[reason] = count;
+    }
+  }
+  return by_reason;
+}
+
+namespace {
 
 void RenderProxy(const MetricsSnapshot& s, Writer& w) {
   w.Family("ktesio_proxy_request_duration_seconds", "histogram",
@@ -288,18 +311,7 @@ void RenderProxy(const MetricsSnapshot& s, Writer& w) {
   w.Family("ktesio_proxy_upstream_errors_total", "counter",
            "Upstream failures of the metering proxy, by reason (since the daemon started).");
   for (const v1::AgentInstance& a : s.agents.instances()) {
-    if (a.metering_source() != v1::METERING_SOURCE_ENGINE_OBSERVED) {
-      continue;
-    }
-    // Every reason, zeros included, so increase() sees a first error.
-    std::map<std::string, uint64_t> by_reason = {{"resolve", 0}, {"connect", 0},       {"tls", 0},
-                                                 {"write", 0},   {"response_head", 0}, {"cut", 0}};
-    if (auto it = s.proxy.find(a.name()); it != s.proxy.end()) {
-      for (const auto& [reason, count] : it->second.upstream_errors) {
-        by_reason[reason] = count;
-      }
-    }
-    for (const auto& [reason, count] : by_reason) {
+    for (const auto& [reason, count] : UpstreamErrorsByReason(s, a)) {
       w.Sample("ktesio_proxy_upstream_errors_total",
                Labels({{"agent", a.name()}, {"reason", reason}}), std::to_string(count));
     }

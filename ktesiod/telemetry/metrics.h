@@ -99,6 +99,15 @@ std::string FormatMicroDollars(int64_t micros);
 // The bounded class of a failed cause ("crash-loop{…}" -> "crash-loop"; unknown ones "other").
 const char* CauseClass(absl::string_view cause);
 
+// An instance's budget breaches by action, with a zero for every action when it has a budget
+// (a series born at 1 would hide the first breach from increase()), and its metering proxy's
+// upstream errors by reason, a zero for every reason when it is engine-observed. Both exports
+// expose the same series.
+std::map<std::string, uint64_t> BreachesByAction(const MetricsSnapshot& s,
+                                                 const v1::AgentInstance& a);
+std::map<std::string, uint64_t> UpstreamErrorsByReason(const MetricsSnapshot& s,
+                                                       const v1::AgentInstance& a);
+
 // Renders `snapshot` as Prometheus text exposition format 0.0.4.
 std::string RenderPrometheus(const MetricsSnapshot& snapshot);
 

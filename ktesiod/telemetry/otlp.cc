@@ -37,6 +37,7 @@ class Metrics {
   struct DoublePoint {
     Attributes attributes;
     double value = 0;
+    std::string start = {};  // a cumulative point's own start (Unix ns) when not the daemon's
   };
 
   void Sum(const char* name, const char* unit, const char* description,
@@ -52,7 +53,7 @@ class Metrics {
                  const std::vector<DoublePoint>& points) {
     Begin(name, unit, description, "sum");
     for (const DoublePoint& p : points) {
-      Point(p.attributes, true);
+      Point(p.attributes, true, p.start);
       json_.Key("asDouble").Raw(FormatDouble(p.value)).EndObject();
     }
     EndSum();
@@ -93,11 +94,11 @@ class Metrics {
     json_.Key("description").String(description);
     json_.Key(kind).BeginObject().Key("dataPoints").BeginArray();
   }
-  void Point(const Attributes& attributes, bool cumulative) {
+  void Point(const Attributes& attributes, bool cumulative, const std::string& start = {}) {
     json_.BeginObject();
     WriteAttributes(json_, attributes);
     if (cumulative) {
-      json_.Key("startTimeUnixNano").String(start_);
+      json_.Key("startTimeUnixNano").String(start.empty() ? start_ : start);
     }
     json_.Key("timeUnixNano").String(now_);
   }
@@ -168,17 +169,19 @@ void AgentMetrics(const MetricsSnapshot& s, Metrics& m) {
       calls.push_back({{{"ktesio.agent", agent}, {"usage", "known"}}, c.known_calls});
       calls.push_back({{{"ktesio.agent", agent}, {"usage", "unknown"}}, c.unknown_calls});
     }
-    if (counters != s.counters.end()) {
-      for (const auto& [action, count] : counters->second.breaches_by_action) {
-        breaches.push_back({{{"ktesio.agent", agent}, {"action", action}}, count});
-      }
+    for (const auto& [action, count] : BreachesByAction(s, a)) {  // zeros as on /metrics
+      breaches.push_back({{{"ktesio.agent", agent}, {"action", action}}, count});
     }
     if (a.usage().has_cumulative_dollars()) {
       spend.push_back(
           {{{"ktesio.agent", agent}}, static_cast<double>(a.usage().cumulative_dollars()) / 1e6});
     }
     if (a.has_resources()) {
-      cpu.push_back({{{"ktesio.agent", agent}}, a.resources().cpu_seconds()});
+      // The tree's CPU time starts from 0 with each run: so does its cumulative series.
+      cpu.push_back({{{"ktesio.agent", agent}},
+                     a.resources().cpu_seconds(),
+                     a.has_started_at_unix_ms() ? std::to_string(a.started_at_unix_ms() * 1000000)
+                                                : std::string()});
       memory.push_back(
           {{{"ktesio.agent", agent}}, static_cast<double>(a.resources().resident_memory_bytes())});
     }
@@ -207,8 +210,10 @@ void ProxyAndDaemonMetrics(const MetricsSnapshot& s, Metrics& m) {
   std::vector<Metrics::IntPoint> errors;
   for (const auto& [agent, figures] : s.proxy) {
     durations.emplace_back(Attributes{{"ktesio.agent", agent}}, figures.added_before_first_byte);
-    for (const auto& [reason, count] : figures.upstream_errors) {
-      errors.push_back({{{"ktesio.agent", agent}, {"reason", reason}}, count});
+  }
+  for (const v1::AgentInstance& a : s.agents.instances()) {
+    for (const auto& [reason, count] : UpstreamErrorsByReason(s, a)) {  // zeros as on /metrics
+      errors.push_back({{{"ktesio.agent", a.name()}, {"reason", reason}}, count});
     }
   }
   m.Histograms("ktesio.proxy.request.duration", "s",

@@ -165,6 +165,9 @@ TEST(RenderOtlpJson, ResourceSumsAndTheGenAiHistogram) {
   a->set_metering_source(v1::METERING_SOURCE_ENGINE_OBSERVED);
   a->mutable_usage()->set_cumulative_input_tokens(9007199254740993ull);  // > 2^53: exact
   a->mutable_usage()->set_cumulative_dollars(1500000);
+  a->mutable_budget()->set_per_run_limit(100);
+  a->set_started_at_unix_ms(1'500'000);
+  a->mutable_resources()->set_cpu_seconds(0.25);
   s.counters["e"].known_calls = 2;
   GenAiTokenUsage input{"e", "openai", "chat", "input", "", {}};
   input.tokens.Observe(10);
@@ -224,6 +227,20 @@ TEST(RenderOtlpJson, ResourceSumsAndTheGenAiHistogram) {
   EXPECT_EQ((*calls)["sum"]["dataPoints"].array[0]["asInt"].string, "2");
   EXPECT_NE(FindMetric(*doc, "ktesio.agents"), nullptr);
   EXPECT_NE(FindMetric(*doc, "process.memory.usage"), nullptr);
+
+  // As on /metrics: zeros for every breach action of a budgeted agent and every upstream error
+  // reason of an engine-observed one, so a consumer sees the first breach or error as an increase.
+  const Json* breaches = FindMetric(*doc, "ktesio.agent.budget.breaches");
+  ASSERT_NE(breaches, nullptr);
+  ASSERT_EQ((*breaches)["sum"]["dataPoints"].array.size(), 3u);
+  EXPECT_EQ((*breaches)["sum"]["dataPoints"].array[0]["asInt"].string, "0");
+  const Json* errors = FindMetric(*doc, "ktesio.proxy.upstream_errors");
+  ASSERT_NE(errors, nullptr);
+  EXPECT_EQ((*errors)["sum"]["dataPoints"].array.size(), 6u);
+  // The tree's CPU time counts from the run's start, and says so.
+  const Json* cpu = FindMetric(*doc, "ktesio.agent.cpu.time");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ((*cpu)["sum"]["dataPoints"].array[0]["startTimeUnixNano"].string, "1500000000000");
 }
 
 }  // namespace
