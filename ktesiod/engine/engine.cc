@@ -105,11 +105,11 @@ void Engine::Stop() {
 
 absl::StatusOr<Engine::StatusReport> Engine::Status() {
   SyncLaunchHealth();
-  SyncProxyHealth();
+  KT_ASSIGN_OR_RETURN(std::vector<store::InstanceRow> rows, store_->ListInstances());
+  SyncProxyHealth(rows);
   StatusReport report;
   report.uptime_ms = clock_->NowUnixMs() - started_at_ms_;
   report.problems = health_.Problems();
-  KT_ASSIGN_OR_RETURN(std::vector<store::InstanceRow> rows, store_->ListInstances());
   report.instances_total = static_cast<uint32_t>(rows.size());
   for (const store::InstanceRow& row : rows) {
     report.instances_by_state[row.state] += 1;
@@ -119,7 +119,28 @@ absl::StatusOr<Engine::StatusReport> Engine::Status() {
 
 void Engine::SyncLaunchHealth() { health_.Set("launch", backend_->Problem()); }
 
-void Engine::SyncProxyHealth() {
+void Engine::SyncProxyHealth(const std::vector<store::InstanceRow>& rows) {
+  std::string unopened;
+  for (const store::InstanceRow& row : rows) {
+    auto it = unopened_proxies_.find(row.name);
+    if (it == unopened_proxies_.end()) {
+      continue;
+    }
+    if (!supervisor::IsLive(supervisor::RowState(row)) || proxy_->Port(row.name) != 0) {
+      unopened_proxies_.erase(it);  // stopped, or started again: it has a listener of its own
+      continue;
+    }
+    absl::StrAppend(&unopened, unopened.empty() ? "" : "; ", "the metering proxy of '", row.name,
+                    "' could not be re-opened after the daemon restarted (", it->second,
+                    "): its model calls fail, or reach whatever holds its port, until it is "
+                    "restarted (ktctl agent restart ",
+                    row.name, ")");
+  }
+  std::erase_if(unopened_proxies_, [&](const auto& entry) {  // removed instances
+    return std::none_of(rows.begin(), rows.end(),
+                        [&](const store::InstanceRow& row) { return row.name == entry.first; });
+  });
+  health_.Set("proxy-reopen", unopened);
   const metering::Admission::Pressure pressure = proxy_->Pressure();
   std::string problem;
   if (pressure.recent) {

@@ -173,8 +173,13 @@ class Engine {
   void Forget(const std::string& name);
   // Copies the process backend's problem (a missing shim) into health_.
   void SyncLaunchHealth();
-  // Reports a metering-proxy connection flood (a cap reached within the last minute).
-  void SyncProxyHealth();
+  // Reports a metering-proxy connection flood (a cap reached within the last minute), and the
+  // live instances whose proxy could not be re-opened after a daemon restart (`rows`: every
+  // instance; an entry goes once its proxy listens again or the instance is no longer live).
+  void SyncProxyHealth(const std::vector<store::InstanceRow>& rows);
+  // Re-adopted instances whose proxy could not be re-opened on its port, with the reason: their
+  // model calls fail, or reach whatever took the port, until they restart.
+  std::map<std::string, std::string> unopened_proxies_;
   Health health_;
   // Running totals of persisted events per type, advanced by CollectMetrics from this cursor.
   std::map<std::string, uint64_t> event_counts_;

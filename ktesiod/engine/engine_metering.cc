@@ -164,10 +164,11 @@ void Engine::ReopenProxies() {
     if (!status.ok()) {
       log_->error("metering proxy not re-opened for re-adopted agent instance={} error={}",
                   row.name, std::string(status.message()));
+      unopened_proxies_[row.name] = std::string(status.message());  // daemon status says so
       logs::AppendEngineLine(row.home + "/logs", clock_->NowUnixMs(),
                              absl::StrCat("metering proxy could not be re-opened after the daemon "
-                                          "restarted (model calls will fail until the agent is "
-                                          "restarted): ",
+                                          "restarted (model calls will fail, or reach whatever "
+                                          "now holds the port, until the agent is restarted): ",
                                           std::string(status.message())))
           .IgnoreError();  // informational: the daemon log above has it
     }

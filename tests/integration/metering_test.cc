@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -178,6 +180,47 @@ TEST_F(MeteringTest, ProxyComesBackOnTheSamePortAfterADaemonCrash) {
   EXPECT_TRUE(WaitFor([&] {
     return Instance("a")["usage"]["cumulative_input_tokens"].Int() == static_cast<long long>(input);
   }));
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
+}
+
+// The port taken while the daemon was down: the re-adopted agent's calls would go to whoever
+// holds it, so the daemon says so (degraded, naming the instance) until the agent restarts.
+TEST_F(MeteringTest, AProxyPortTakenMeanwhileIsReportedUntilTheAgentRestarts) {
+  Register("a");
+  SetUpstream("a", provider_.url() + "/v1");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
+  const std::string proxy_url = Instance("a")["proxy_url"].string;
+  const auto port = static_cast<uint16_t>(std::stoi(proxy_url.substr(17)));
+  daemon_.Kill();
+  const int squatter = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(squatter, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(squatter, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(listen(squatter, 4), 0);
+  ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
+  auto problems = [&] {
+    std::optional<Json> doc = ParseJson(daemon_.Ctl({"daemon", "status", "--json"}).out);
+    std::string all;
+    if (doc.has_value()) {
+      for (const Json& problem : (*doc)["problems"].array) {
+        all += problem.string + "\n";
+      }
+    }
+    return all;
+  };
+  const std::string reported = problems();
+  EXPECT_NE(reported.find("the metering proxy of 'a' could not be re-opened"), std::string::npos)
+      << reported;
+  EXPECT_NE(reported.find("ktctl agent restart a"), std::string::npos) << reported;
+  EXPECT_NE(Logs("a").find("metering proxy could not be re-opened"), std::string::npos);
+  ASSERT_EQ(daemon_.Ctl({"agent", "restart", "a"}).exit_code, 0);
+  EXPECT_EQ(problems(), "") << "still reported after the restart";
+  EXPECT_NE(Instance("a")["proxy_url"].string, proxy_url) << "a new port";
+  close(squatter);
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
 }
 
