@@ -234,7 +234,8 @@ int RunApply(Context& ctx, const LocalArgs& args, bool diff) {
     return ReportError(
         ctx.global.json, "FLEET_INVALID",
         absl::StrCat("the fleet was not applied (nothing changed): its files make a request of ",
-                     bytes >> 20, " MiB, over the ", contract::kMaxRequestBytes >> 20,
+                     (bytes + (1 << 20) - 1) >> 20, " MiB, over the ",
+                     contract::kMaxRequestBytes >> 20,
                      " MiB the daemon accepts; apply them in smaller groups"),
         kExitUsage);
   }

@@ -149,8 +149,8 @@ absl::Status CallRecorder::Record(const std::string& name,
     context_.log->info("model call without usage instance={} run={} api={}", row.name, run, api);
     logs::AppendEngineLine(row.home + "/logs", context_.clock->NowUnixMs(),
                            absl::StrCat("model call (", api,
-                                        ") without usage from the provider: counted as "
-                                        "unknown, not as zero tokens"))
+                                        ") without usage (none from the provider, or the call "
+                                        "was cut off): counted as unknown, not as zero tokens"))
         .IgnoreError();  // informational: the unknown-usage row is the record
   }
   if (!breaches.empty()) {

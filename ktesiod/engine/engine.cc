@@ -119,28 +119,27 @@ absl::StatusOr<Engine::StatusReport> Engine::Status() {
 
 void Engine::SyncLaunchHealth() { health_.Set("launch", backend_->Problem()); }
 
-void Engine::SyncProxyHealth(const std::vector<store::InstanceRow>& rows) {
-  std::string unopened;
-  for (const store::InstanceRow& row : rows) {
-    auto it = unopened_proxies_.find(row.name);
-    if (it == unopened_proxies_.end()) {
-      continue;
-    }
-    if (!supervisor::IsLive(supervisor::RowState(row)) || proxy_->Port(row.name) != 0) {
-      unopened_proxies_.erase(it);  // stopped, or started again: it has a listener of its own
-      continue;
-    }
-    absl::StrAppend(&unopened, unopened.empty() ? "" : "; ", "the metering proxy of '", row.name,
-                    "' could not be re-opened after the daemon restarted (", it->second,
+void Engine::ReportUnopenedProxies() {
+  std::string problem;
+  for (const auto& [name, why] : unopened_proxies_) {
+    absl::StrAppend(&problem, problem.empty() ? "" : "; ", "the metering proxy of '", name,
+                    "' could not be re-opened after the daemon restarted (", why,
                     "): its model calls fail, or reach whatever holds its port, until it is "
                     "restarted (ktctl agent restart ",
-                    row.name, ")");
+                    name, ")");
   }
-  std::erase_if(unopened_proxies_, [&](const auto& entry) {  // removed instances
-    return std::none_of(rows.begin(), rows.end(),
-                        [&](const store::InstanceRow& row) { return row.name == entry.first; });
+  health_.Set("proxy-reopen", problem);
+}
+
+void Engine::SyncProxyHealth(const std::vector<store::InstanceRow>& rows) {
+  // The transitions and removals drop entries as they happen; this catches anything else.
+  std::erase_if(unopened_proxies_, [&](const auto& entry) {
+    auto row = std::find_if(rows.begin(), rows.end(),
+                            [&](const store::InstanceRow& r) { return r.name == entry.first; });
+    return row == rows.end() || !supervisor::IsLive(supervisor::RowState(*row)) ||
+           proxy_->Port(entry.first) != 0;
   });
-  health_.Set("proxy-reopen", unopened);
+  ReportUnopenedProxies();
   const metering::Admission::Pressure pressure = proxy_->Pressure();
   std::string problem;
   if (pressure.recent) {
@@ -175,6 +174,9 @@ absl::Status Engine::CheckStreamLimit() const {
 
 void Engine::Forget(const std::string& name) {
   proxy_->Forget(name);  // its metrics go with it
+  if (unopened_proxies_.erase(name) > 0) {
+    ReportUnopenedProxies();
+  }
   std::erase_if(genai_, [&](const auto& entry) { return std::get<0>(entry.first) == name; });
 }
 

@@ -178,12 +178,18 @@ class Engine {
   // instance; an entry goes once its proxy listens again or the instance is no longer live).
   void SyncProxyHealth(const std::vector<store::InstanceRow>& rows);
   // Re-adopted instances whose proxy could not be re-opened on its port, with the reason: their
-  // model calls fail, or reach whatever took the port, until they restart.
+  // model calls fail, or reach whatever took the port, until they restart, stop or go.
   std::map<std::string, std::string> unopened_proxies_;
+  // Sets the daemon's health from unopened_proxies_ (degraded while there is one).
+  void ReportUnopenedProxies();
   Health health_;
   // Running totals of persisted events per type, advanced by CollectMetrics from this cursor.
   std::map<std::string, uint64_t> event_counts_;
   int64_t event_counts_cursor_ = 0;
+  bool event_counts_loaded_ = false;  // the store's pruned counts are in event_counts_
+  // Counts the events appended since event_counts_cursor_ (all of them, and the pruned, the first
+  // time): before a prune, so that no event goes uncounted between two scrapes.
+  absl::Status AdvanceEventCounts();
   std::string metrics_address_;
   // gen_ai.client.token.usage of the engine-observed calls since the daemon started, by
   // (instance, provider, operation, token type, request model); fed by RecordObservedCalls.

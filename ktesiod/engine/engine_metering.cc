@@ -155,8 +155,13 @@ void Engine::ReopenProxies() {
         }
         status =
             proxy_->Open(row.name, *upstream, static_cast<uint16_t>(*port), true, prefix).status();
-        // A budget breach's block outlives the daemon: it lasts until the operator resumes.
-        if (status.ok() && row.cause.starts_with("budget-exceeded")) {
+        // A budget breach's block outlives the daemon: it lasts until the operator resumes (also
+        // for a breach made while the operator had it paused, whose cause stays `paused`).
+        const bool held = supervisor::RowState(row) == supervisor::State::kPaused ||
+                          supervisor::RowState(row) == supervisor::State::kStopping;
+        if (status.ok() && held &&
+            (row.cause.starts_with("budget-exceeded") ||
+             store_->RunBreachedToBlock(row.id, row.current_run).value_or(false))) {
           proxy_->Block(row.name);
         }
       }
@@ -173,6 +178,7 @@ void Engine::ReopenProxies() {
           .IgnoreError();  // informational: the daemon log above has it
     }
   }
+  ReportUnopenedProxies();
 }
 
 }  // namespace ktesio::daemon::engine

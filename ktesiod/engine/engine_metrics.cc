@@ -101,16 +101,24 @@ absl::Status Engine::CollectMetrics(telemetry::MetricsSnapshot* snapshot,
   for (const store::Store::BreachCount& breach : breaches) {
     snapshot->counters[breach.instance].breaches_by_action[breach.action] = breach.count;
   }
-  KT_ASSIGN_OR_RETURN(store::Store::EventCounts events, store_->CountEvents(event_counts_cursor_));
-  for (const auto& [type, count] : events.by_type) {
-    event_counts_[type] += count;
-  }
-  event_counts_cursor_ = events.last_cursor;
+  KT_RETURN_IF_ERROR(AdvanceEventCounts());
   snapshot->events_by_type = event_counts_;
   for (const auto& [key, histogram] : genai_) {
     const auto& [agent, provider, operation, token_type, model] = key;
     snapshot->genai.push_back({agent, provider, operation, token_type, model, histogram});
   }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::AdvanceEventCounts() {
+  // The first count starts from the store's own: the log's rows plus what retention pruned.
+  KT_ASSIGN_OR_RETURN(store::Store::EventCounts events,
+                      store_->CountEvents(event_counts_cursor_, !event_counts_loaded_));
+  for (const auto& [type, count] : events.by_type) {
+    event_counts_[type] += count;
+  }
+  event_counts_cursor_ = events.last_cursor;
+  event_counts_loaded_ = true;
   return absl::OkStatus();
 }
 

@@ -30,6 +30,11 @@ void Engine::PruneOnce() {
   int64_t audit = 0;
   int64_t ledger = 0;
   absl::Status status = store_->InTransaction([&]() -> absl::Status {
+    // The running daemon's ktesio_events_total sees what is about to go (a restarted one reads
+    // events_pruned, which PruneEvents adds to).
+    if (absl::Status counted = AdvanceEventCounts(); !counted.ok()) {
+      return counted;
+    }
     absl::StatusOr<int64_t> n = store_->PruneEvents(
         store::EventLog::kEvents, before(policy.events_secs), policy.events_max, kBatch);
     if (!n.ok()) {

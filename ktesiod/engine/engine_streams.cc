@@ -55,6 +55,10 @@ void Engine::OnTransition(const store::InstanceRow& row, supervisor::State from,
                  std::string(status.message()));
     }
   }
+  if ((to == supervisor::State::kStarting || !supervisor::IsLive(to)) &&
+      unopened_proxies_.erase(row.name) > 0) {
+    ReportUnopenedProxies();  // started again (a new listener) or ended: no longer a problem
+  }
   if (to == supervisor::State::kStarting) {
     usage_.Watch(row);
   } else if (to == supervisor::State::kStopped || to == supervisor::State::kFailed) {

@@ -76,8 +76,8 @@ std::string AlreadyThere(v1::BatchVerb verb, v1::AgentState state) {
   return "";
 }
 
-// The result of a member's command: its notices and, when it succeeded, the instance as it is
-// now.
+// The result of a member's command: its notices and the instance as it is now (also after a
+// refusal: its state and cause are reported whenever it exists).
 engine::Lifecycle::Done Answer(engine::Engine& engine, const std::string& name,
                                std::function<void(v1::BatchResult)> done) {
   return [&engine, name, done = std::move(done)](absl::Status status,

@@ -158,10 +158,14 @@ absl::Status CheckLimit(const std::vector<Step>& plan, size_t current, uint64_t 
 }
 
 bool LooksLikeCredential(std::string_view key, std::string_view raw) {
-  // Judged as an agent would read it: surrounding blanks do not hide a key.
+  // A reference only as the config layer reads one (untrimmed): " secret:x " is a literal.
+  if (raw.starts_with(config::kSecretPrefix) || raw.starts_with("{env:")) {
+    return false;
+  }
+  // The heuristics judge it as an agent would read it: surrounding blanks do not hide a key.
   const std::string_view value =
       contract::text::ToStd(absl::StripAsciiWhitespace(contract::text::ToAbsl(raw)));
-  if (value.empty() || value.starts_with(config::kSecretPrefix) || value.starts_with("{env:")) {
+  if (value.empty()) {
     return false;
   }
   const config::KeySpec* spec = config::FindKey(key);

@@ -165,7 +165,9 @@ class Store {
     std::map<std::string, uint64_t> by_type;
     int64_t last_cursor = 0;  // the newest cursor counted; `after` when none
   };
-  absl::StatusOr<EventCounts> CountEvents(int64_t after);
+  // The events after cursor `after` by type; `with_pruned` adds every event retention ever
+  // pruned (events_pruned), for a first count.
+  absl::StatusOr<EventCounts> CountEvents(int64_t after, bool with_pruned);
   // Budget breaches over every run, per instance name and action.
   struct BreachCount {
     std::string instance;
@@ -186,6 +188,9 @@ class Store {
     std::string action;  // "pause" | "stop"
   };
   absl::StatusOr<std::vector<PendingBreach>> PendingBreaches();
+  // Whether run `run` of the instance crossed a limit whose action pauses or stops it (the
+  // proxy's block on its model calls lasts until the operator resumes it).
+  absl::StatusOr<bool> RunBreachedToBlock(int64_t instance_id, int64_t run);
   // Marks the pending breaches of (instance, run) done: the instance left running.
   absl::Status ClearPendingBreaches(int64_t instance_id, int64_t run);
 

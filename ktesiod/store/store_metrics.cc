@@ -5,7 +5,7 @@
 
 namespace ktesio::daemon::store {
 
-absl::StatusOr<Store::EventCounts> Store::CountEvents(int64_t after) {
+absl::StatusOr<Store::EventCounts> Store::CountEvents(int64_t after, bool with_pruned) {
   KT_ASSIGN_OR_RETURN(
       Statement stmt,
       db_.Prepare(
@@ -20,7 +20,7 @@ absl::StatusOr<Store::EventCounts> Store::CountEvents(int64_t after) {
   if (!status.ok()) {
     return status;
   }
-  if (after == 0) {  // counting from the start: what retention pruned counts too
+  if (with_pruned) {  // counting from the start: what retention pruned counts too
     KT_ASSIGN_OR_RETURN(Statement pruned, db_.Prepare("SELECT type, count FROM events_pruned"));
     KT_RETURN_IF_ERROR(pruned.ForEach([&](const Statement& row) {
       counts.by_type[row.ColumnText(0)] += static_cast<uint64_t>(row.ColumnInt(1));
@@ -43,6 +43,14 @@ absl::StatusOr<std::vector<Store::BreachCount>> Store::CountBreaches() {
     counts.push_back(
         {stmt.ColumnText(0), stmt.ColumnText(1), static_cast<uint64_t>(stmt.ColumnInt(2))});
   }
+}
+
+absl::StatusOr<bool> Store::RunBreachedToBlock(int64_t instance_id, int64_t run) {
+  KT_ASSIGN_OR_RETURN(Statement stmt,
+                      db_.Prepare("SELECT 1 FROM breaches WHERE instance_id = ?1 AND run = ?2 AND "
+                                  "action IN ('pause', 'stop') LIMIT 1"));
+  stmt.Bind(1, instance_id).Bind(2, run);
+  return stmt.Step();
 }
 
 absl::StatusOr<std::vector<Store::PendingBreach>> Store::PendingBreaches() {

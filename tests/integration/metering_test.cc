@@ -273,6 +273,31 @@ TEST_F(MeteringTest, BudgetPauseRefusesFurtherModelCallsUntilResumed) {
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
 }
 
+// A breach made while the operator had the agent paused keeps its cause `paused`: the block on
+// its model calls is restored from the breach record after a daemon restart all the same.
+TEST_F(MeteringTest, ABreachWhileOperatorPausedStaysBlockedAcrossADaemonRestart) {
+  Register("a");
+  SetUpstream("a", provider_.url() + "/v1");
+  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "a", "budget.tokens.per_run", "1"}).exit_code,
+            0);
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
+  const std::string proxy_url = Instance("a")["proxy_url"].string;
+  const auto port = static_cast<uint16_t>(std::stoi(proxy_url.substr(17)));
+  const std::string chat = proxy_url.substr(proxy_url.find('/', 17)) + "/v1/chat/completions";
+  ASSERT_EQ(daemon_.Ctl({"agent", "pause", "a"}).exit_code, 0);
+  // A call through the paused agent's URL (another process of the agent, say) crosses the limit.
+  ASSERT_EQ(HttpRequest(port, "POST", chat, R"({"model":"m"})").status, 200);
+  ASSERT_TRUE(
+      WaitFor([&] { return HttpRequest(port, "POST", chat, R"({"model":"m"})").status == 429; }));
+  const size_t calls = provider_.Calls().size();
+  daemon_.Kill();
+  ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
+  ASSERT_EQ(Instance("a")["state"].string, "paused");
+  EXPECT_EQ(HttpRequest(port, "POST", chat, R"({"model":"m"})").status, 429);
+  EXPECT_EQ(provider_.Calls().size(), calls) << "a call reached the provider after the restart";
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
+}
+
 TEST_F(MeteringTest, OnlyTheAgentsBaseUrlIsServed) {
   Register("a");
   SetUpstream("a", provider_.url() + "/v1");

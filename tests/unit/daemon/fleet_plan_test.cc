@@ -155,7 +155,8 @@ TEST(LooksLikeCredential, KeyNamesAndKeyShapes) {
   EXPECT_TRUE(LooksLikeCredential("agent.X", "\tGITHUB_PAT_abcdefghij"));
   EXPECT_FALSE(LooksLikeCredential("model", "sk-short")) << "prefixes count from 16 characters";
   EXPECT_FALSE(LooksLikeCredential("agent.DB_PASSWORD", "")) << "an empty value holds nothing";
-  EXPECT_FALSE(LooksLikeCredential("agent.OPENAI_API_KEY", " secret:openai "));
+  // A reference has no blanks around it: this one would reach the agent as a literal.
+  EXPECT_TRUE(LooksLikeCredential("agent.OPENAI_API_KEY", " secret:openai "));
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ TEST_F(LedgerTest, OneIngestionsEventsReadBackOneByOneWithConsecutiveCursors) {
   absl::StatusOr<int64_t> next = store_->AppendEvent({0, kNow, "u", "transition", "{}"});
   KT_ASSERT_OK(next.status());
   EXPECT_EQ(*next, 7);
-  absl::StatusOr<store::Store::EventCounts> counts = store_->CountEvents(0);
+  absl::StatusOr<store::Store::EventCounts> counts = store_->CountEvents(0, true);
   KT_ASSERT_OK(counts.status());
   EXPECT_EQ(counts->by_type["usage_update"], 5u);
   EXPECT_EQ(counts->by_type["transition"], 2u);
