@@ -32,6 +32,22 @@ absl::StatusOr<RestartPolicyKind> ParseRestartPolicy(std::string_view name) {
                                           std::string(name), "'"));
 }
 
+namespace {
+
+// The n-th consecutive crash waits 0 ms for n = 1, else min(initial * 2^(n-2), max).
+int64_t BackoffFor(const RestartSettings& settings, int64_t streak) {
+  if (streak < 2) {
+    return 0;
+  }
+  int64_t delay = settings.backoff_initial_ms;
+  for (int64_t i = 2; i < streak && delay < settings.backoff_max_ms; ++i) {
+    delay *= 2;
+  }
+  return std::min(delay, settings.backoff_max_ms);
+}
+
+}  // namespace
+
 RestartDecision DecideRestart(const RestartSettings& settings, const ExitFacts& facts) {
   RestartDecision decision;
   int64_t streak = facts.crash_streak;
@@ -57,15 +73,23 @@ RestartDecision DecideRestart(const RestartSettings& settings, const ExitFacts& 
     decision.crash_loop = true;
     return decision;
   }
-  if (streak >= 2) {
-    int64_t delay = settings.backoff_initial_ms;
-    for (int64_t i = 2; i < streak && delay < settings.backoff_max_ms; ++i) {
-      delay *= 2;
-    }
-    decision.delay_ms = std::min(delay, settings.backoff_max_ms);
-  }
+  decision.delay_ms = BackoffFor(settings, streak);
   decision.restart = true;
   return decision;
+}
+
+std::optional<int64_t> OwedRestartDelay(const RestartSettings& settings, bool crashed,
+                                        int64_t crash_streak) {
+  if (!crashed) {
+    // The run's length is not kept: the floor is waited out whole.
+    return settings.policy == RestartPolicyKind::kAlways ? std::optional<int64_t>(kRespawnFloorMs)
+                                                         : std::nullopt;
+  }
+  if (settings.policy == RestartPolicyKind::kNever || crash_streak < 1 ||
+      crash_streak >= settings.max_consecutive) {
+    return std::nullopt;
+  }
+  return BackoffFor(settings, crash_streak);
 }
 
 }  // namespace ktesio::daemon::supervisor

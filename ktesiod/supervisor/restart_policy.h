@@ -3,6 +3,7 @@
 // The restart decision as a pure function (product.md §4), table-tested.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,5 +48,13 @@ struct RestartDecision {
 //    min(backoff_initial_ms * 2^(n-2), backoff_max_ms);
 //  - when the streak reaches max_consecutive, no restart and crash_loop = true.
 RestartDecision DecideRestart(const RestartSettings& settings, const ExitFacts& facts);
+
+// The restart an ended run is owed, for a daemon that finds the instance at rest (the one that
+// recorded the end died before the restart was due): the delay DecideRestart gave the end,
+// counted from the end, or nullopt when `settings` grant none. `crashed`: the end was a crash
+// (`crashed{…}` or `lost{…}`, with `crash_streak` counting it); otherwise a clean exit
+// (`exited`). A crash loop (or a launch error) is owed nothing.
+std::optional<int64_t> OwedRestartDelay(const RestartSettings& settings, bool crashed,
+                                        int64_t crash_streak);
 
 }  // namespace ktesio::daemon::supervisor

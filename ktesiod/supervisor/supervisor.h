@@ -188,6 +188,9 @@ class Supervisor {
   void ApplyExit(store::InstanceRow& row, const std::optional<process::ExitRecord>& exit, bool lost,
                  const std::string& lost_detail);
   void ScheduleRestart(store::InstanceRow& row, const RestartDecision& decision);
+  // At reconciliation: schedules the restart an instance at rest is still owed under its
+  // restart policy (OwedRestartDelay), for the time left of its backoff.
+  void ResumeOwedRestart(store::InstanceRow& row);
   void FireRestart(const std::string& name, uint64_t generation, int64_t delay_ms);
   void BeginStop(store::InstanceRow& row, uint32_t window_seconds);
   void Escalate(const std::string& name, uint64_t generation);

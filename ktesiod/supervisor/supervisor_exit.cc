@@ -277,6 +277,9 @@ void Supervisor::Reconcile() {
       continue;
     }
     const State state = RowState(*fresh);
+    if (IsTerminal(state) && !RuntimeFor(*fresh).restart_pending) {
+      ResumeOwedRestart(*fresh);  // the previous daemon died before a restart it had scheduled
+    }
     if (IsTerminal(state) && !RuntimeFor(*fresh).restart_pending && SettingsFor(*fresh).autostart) {
       log_->info("autostart instance={}", fresh->name);
       Start(fresh->name, [this, name = fresh->name](absl::Status status, std::vector<std::string>) {
@@ -286,6 +289,25 @@ void Supervisor::Reconcile() {
       });
     }
   }
+}
+
+void Supervisor::ResumeOwedRestart(store::InstanceRow& row) {
+  const State state = RowState(row);
+  const bool crashed = state == State::kFailed &&
+                       (row.cause.starts_with("crashed{") || row.cause.starts_with("lost{"));
+  const bool exited = state == State::kStopped && row.cause == "exited";
+  if (!crashed && !exited) {
+    return;
+  }
+  const std::optional<int64_t> delay =
+      OwedRestartDelay(SettingsFor(row).restart, crashed, row.crash_streak);
+  if (!delay.has_value()) {
+    return;
+  }
+  const int64_t left = std::max<int64_t>(0, row.state_since_ms + *delay - clock_.NowUnixMs());
+  log_->info("restart owed since the previous daemon instance={} cause={} in_ms={}", row.name,
+             row.cause, left);
+  ScheduleRestart(row, {.restart = true, .delay_ms = left, .crash_streak = row.crash_streak});
 }
 
 void Supervisor::SendInput(const std::string& name, const std::string& text,

@@ -230,6 +230,47 @@ TEST_F(SupervisorTest, CrashesRestartWithExponentialBackoff) {
   EXPECT_EQ(Row("a").crash_streak, 3);
 }
 
+// The daemon dies while a crashed instance waits out its backoff: the next daemon finds it
+// `failed` and still owes it the restart, for the time left of that backoff.
+TEST_F(SupervisorTest, ARestartScheduledByADeadDaemonIsOwedByTheNextOne) {
+  Register("a");
+  StartRunning("a");
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});  // restarts at once
+  Settle();
+  Advance(milliseconds(0));
+  Advance(kReadiness);
+  ASSERT_EQ(StateOf("a"), "running");
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});  // waits 1000 ms
+  Settle();
+  ASSERT_EQ(StateOf("a"), "failed");
+  ASSERT_TRUE(supervisor_->RestartPending("a"));
+  const size_t launches = backend_.launches().size();
+  Advance(milliseconds(400));
+  backend_.DropWatches();
+  MakeSupervisor();  // a new daemon: the old one's timer is gone
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_TRUE(supervisor_->RestartPending("a"));
+  Advance(milliseconds(599));
+  EXPECT_EQ(backend_.launches().size(), launches) << "restarted before the backoff ended";
+  Advance(milliseconds(1));
+  ASSERT_EQ(backend_.launches().size(), launches + 1) << "the owed restart never came";
+  Advance(kReadiness);
+  EXPECT_EQ(StateOf("a"), "running");
+  EXPECT_EQ(Row("a").restart_count, 2);
+
+  // A crash loop is owed nothing, nor an instance whose policy is never.
+  settings_.restart.policy = RestartPolicyKind::kNever;
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});
+  Settle();
+  ASSERT_EQ(StateOf("a"), "failed");
+  backend_.DropWatches();
+  MakeSupervisor();
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_FALSE(supervisor_->RestartPending("a"));
+}
+
 // restart_count is since the last operator start; restarts_total (the Prometheus counter) only
 // grows: an operator stop and start must not read to a scraper as a counter reset.
 TEST_F(SupervisorTest, AnOperatorStartResetsRestartCountButNotTheLifetimeTotal) {
