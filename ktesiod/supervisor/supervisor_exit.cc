@@ -228,9 +228,21 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
         GrantRespawn(row);
       }
     } else if (state == State::kStopping) {
-      // Whoever asked for the stop is gone with the old daemon; finish it without delay.
-      rt.stop_window_s = 0;
-      Escalate(row.name, generation);
+      // The stop began at state_since_ms (its SIGTERM or template sent then, or about to be). An
+      // explicit --timeout went with the old daemon: the agent gets what is left of the default
+      // window, then the group's SIGKILL as in any stop.
+      rt.kill_sent = false;
+      rt.stop_window_s = default_stop_seconds_;
+      const int64_t left =
+          row.state_since_ms + int64_t{default_stop_seconds_} * 1000 - clock_.NowUnixMs();
+      if (left <= 0) {
+        Escalate(row.name, generation);
+      } else {
+        EngineLine(row, absl::StrCat("stop re-adopted: SIGKILL in ", left,
+                                     " ms unless the agent exits first"));
+        rt.stop_timer->Arm(std::chrono::milliseconds(left),
+                           [this, name, generation] { Escalate(name, generation); });
+      }
     }
     return;
   }

@@ -493,6 +493,32 @@ TEST_F(SupervisorTest, AwaitSettledIsBoundedWhenNothingIsUnderWay) {
                                 contract::reason::kInvalidState, "is still 'starting' after 60 s"));
 }
 
+// The daemon dies during a stop's window: the next one re-adopts the stopping agent and gives it
+// what is left of the default window before the SIGKILL, rather than killing it at once.
+TEST_F(SupervisorTest, AStopReAdoptedMidWindowKeepsTheRestOfTheDefaultWindow) {
+  Register("a");
+  StartRunning("a");
+  const pid_t agent = backend_.last_agent();
+  backend_.set_exits_on_sigterm(false);
+  Outcome stopped;
+  supervisor_->Stop("a", 20u, Record(stopped));
+  Settle();
+  ASSERT_EQ(StateOf("a"), "stopping");
+  Advance(milliseconds(5000));
+  backend_.DropWatches();
+  MakeSupervisor();  // default window: 30 s, of which 25 s are left
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_EQ(backend_.SignalsSent(agent, SIGKILL), 0) << "killed at once on re-adoption";
+  EXPECT_EQ(StateOf("a"), "stopping");
+  Advance(milliseconds(24999));
+  EXPECT_EQ(backend_.SignalsSent(agent, SIGKILL), 0) << "killed before the window ended";
+  Advance(milliseconds(1));
+  EXPECT_GE(backend_.SignalsSent(agent, SIGKILL), 1);
+  EXPECT_EQ(StateOf("a"), "stopped");
+  EXPECT_EQ(CauseOf("a"), "stop-forced{SIGKILL after 30 s}");
+}
+
 TEST_F(SupervisorTest, AZeroWindowStopKillsAtOnce) {
   Register("a");
   StartRunning("a");
