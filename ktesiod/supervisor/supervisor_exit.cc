@@ -218,6 +218,10 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
     WatchShim(shim, name, row.home, generation);
     log_->info("re-adopted instance={} pid={} shim={}", row.name, agent.pid, shim.pid);
     EngineLine(row, absl::StrCat("re-adopted by a new ktesiod (agent pid ", agent.pid, ")"));
+    // Its config may have been edited by hand while no daemon ran, which no grant reflects: the
+    // next restart goes through the daemon (which delivers the config afresh and grants again).
+    rt.config_changed = true;
+    WithdrawRespawn(row);
     // A relaunch made while the daemon was down is recorded before anything acts on the pid.
     if (absl::StatusOr<bool> taken = TakeRespawned(row); !taken.ok() || *taken) {
       return;  // recorded as a restart (or, mid-stop, killed: its exit ends the stop)

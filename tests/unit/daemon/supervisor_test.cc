@@ -707,6 +707,28 @@ TEST_F(SupervisorTest, AReconcileTakesOnALaunchThePreviousDaemonNeverConfirmed) 
   EXPECT_EQ(StateOf("a"), "stopped");
 }
 
+// A new daemon cannot know whether config.toml was edited by hand while none ran: it withdraws
+// the grant a re-adopted run's shim holds, so the next restart delivers the config afresh.
+TEST_F(SupervisorTest, AReAdoptedRunsRespawnGrantIsWithdrawn) {
+  Register("a");
+  const std::string run_dir = Supervisor::RunDir(Row("a").home);
+  StartRunning("a");
+  ASSERT_TRUE(backend_.GrantIn(run_dir).has_value());
+  backend_.DropWatches();
+  MakeSupervisor();
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_EQ(StateOf("a"), "running");
+  EXPECT_FALSE(backend_.GrantIn(run_dir).has_value()) << "a stale grant survived re-adoption";
+  // The next crash is the daemon's restart, which grants again once the new run is up.
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});
+  Settle();
+  Advance(milliseconds(0));
+  Advance(kReadiness);
+  EXPECT_EQ(StateOf("a"), "running");
+  EXPECT_TRUE(backend_.GrantIn(run_dir).has_value());
+}
+
 // Respawn in place: while running, the shim holds a grant for exactly the exits the policy
 // restarts at once; a relaunch under it is recorded as the supervisor's own restart would be.
 TEST_F(SupervisorTest, ARunningRunGrantsItsShimTheImmediateRestartAndARelaunchIsRecorded) {
