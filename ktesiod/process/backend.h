@@ -51,6 +51,9 @@ struct ExitRecord {
   enum class Kind { kExited, kSignaled, kExecFailed };
   Kind kind = Kind::kExited;
   int value = 0;  // exit code, signal number, or errno
+  // When the shim wrote it (Unix ms; 0 unknown): for an exit found by a later daemon, the run's
+  // real end rather than the time it was found.
+  int64_t at_ms = 0;
 };
 
 // Respawn in place (docs/shim.md): the grant and its files are the shim's format.

@@ -461,7 +461,11 @@ std::optional<ExitRecord> ShimBackend::ReadExit(const std::string& run_dir) {
   if (!text.ok()) {
     return std::nullopt;
   }
-  return ParseExitRecord(*text);
+  std::optional<ExitRecord> record = ParseExitRecord(*text);
+  if (struct stat st{}; record.has_value() && stat((run_dir + "/exit").c_str(), &st) == 0) {
+    record->at_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+  }
+  return record;
 }
 
 std::optional<Launched> ShimBackend::UnconfirmedLaunch(const std::string& run_dir) {

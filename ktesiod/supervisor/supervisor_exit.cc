@@ -60,7 +60,11 @@ void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process:
   const std::string description = exit.has_value() ? process::DescribeExit(*exit) : lost_detail;
   const pid_t leader = static_cast<pid_t>(row.pid.value_or(0));
   const int64_t now = clock_.NowUnixMs();
-  const int64_t run_ms = row.started_at_ms.has_value() ? now - *row.started_at_ms : 0;
+  // An exit found by a later daemon ended when its shim recorded it, not when it was found: the
+  // run's length (the crash streak's reset) and the backoff count from then.
+  const int64_t ended = exit.has_value() && exit->at_ms > 0 ? std::min(exit->at_ms, now) : now;
+  const int64_t run_ms =
+      row.started_at_ms.has_value() ? std::max<int64_t>(0, ended - *row.started_at_ms) : 0;
   rt.generation += 1;  // invalidates the readiness, stop and confirm timers of this run
   rt.ready_timer->Cancel();
   rt.stop_timer->Cancel();
@@ -118,6 +122,7 @@ void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process:
   const InstanceSettings settings = SettingsFor(row);
   RestartDecision decision = DecideRestart(settings.restart, {clean, run_ms, row.crash_streak});
   row.crash_streak = decision.crash_streak;
+  decision.delay_ms = std::max<int64_t>(0, decision.delay_ms - (now - ended));  // already waited
   std::string cause;
   State to = State::kFailed;
   if (clean) {

@@ -707,6 +707,30 @@ TEST_F(SupervisorTest, AReconcileTakesOnALaunchThePreviousDaemonNeverConfirmed) 
   EXPECT_EQ(StateOf("a"), "stopped");
 }
 
+// A crash while no daemon ran is timed by its exit record, not by the reconciliation that finds
+// it: the backoff it was owed has passed meanwhile, so the restart comes at once.
+TEST_F(SupervisorTest, ACrashWhileNoDaemonRanCountsFromItsExitRecord) {
+  Register("a");
+  StartRunning("a");
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});  // streak 1: at once
+  Settle();
+  Advance(milliseconds(0));
+  Advance(kReadiness);
+  ASSERT_EQ(StateOf("a"), "running");
+  backend_.DropWatches();  // the daemon dies
+  Advance(milliseconds(2000));
+  // The second crash (streak 2: a 1000 ms backoff), recorded by the shim at this instant.
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3, clock_.NowUnixMs()});
+  Advance(milliseconds(5000));
+  const size_t launches = backend_.launches().size();
+  MakeSupervisor();
+  supervisor_->Reconcile();
+  Settle();
+  Advance(milliseconds(0));
+  EXPECT_EQ(backend_.launches().size(), launches + 1) << "waited a backoff that had passed";
+  EXPECT_EQ(Row("a").crash_streak, 2);
+}
+
 // A new daemon cannot know whether config.toml was edited by hand while none ran: it withdraws
 // the grant a re-adopted run's shim holds, so the next restart delivers the config afresh.
 TEST_F(SupervisorTest, AReAdoptedRunsRespawnGrantIsWithdrawn) {

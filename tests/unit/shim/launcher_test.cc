@@ -164,10 +164,19 @@ TEST(ShimLauncher, ForksShimsThatLookAndRunAsExecdOnes) {
   // The shim's own stderr is the run dir's shim.log, as for an exec'd shim.
   EXPECT_EQ(LinkOf(absl::StrCat("/proc/", launched->shim.pid, "/fd/2")),
             dir.run_dir() + "/shim.log");
+  const int64_t killed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
   ASSERT_EQ(kill(-launched->agent.pid, SIGKILL), 0);
   guard.group = 0;
   EXPECT_TRUE(WaitUntil([&] { return ReadFile(dir.run_dir() + "/exit").has_value(); }));
   EXPECT_TRUE(Gone(launched->shim.pid));
+  // The record says when the shim wrote it (a later daemon times the run's end by it).
+  std::optional<process::ExitRecord> record = backend.ReadExit(dir.run_dir());
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->kind, process::ExitRecord::Kind::kSignaled);
+  EXPECT_GE(record->at_ms, killed_ms - 20);  // file times lag by up to a tick
+  EXPECT_LE(record->at_ms, killed_ms + 10000);
   // The next launch is forked by the same launcher.
   absl::StatusOr<process::Launched> again = LaunchProbe(io, backend, dir);
   ASSERT_TRUE(again.ok()) << again.status();
