@@ -70,6 +70,31 @@ class MeteringTest : public ::testing::Test {
     return count;
   }
 
+  // An engine-observed instance with a one-token run budget, started: its proxy's port and the
+  // chat completions target under the agent's base URL.
+  std::pair<uint16_t, std::string> StartWithOneTokenBudget(const std::string& name) {
+    Register(name);
+    SetUpstream(name, provider_.url() + "/v1");
+    EXPECT_EQ(daemon_.Ctl({"agent", "config", "set", name, "budget.tokens.per_run", "1"}).exit_code,
+              0);
+    EXPECT_EQ(daemon_.Ctl({"agent", "start", name}).exit_code, 0);
+    const std::string proxy_url = Instance(name)["proxy_url"].string;
+    const auto port = static_cast<uint16_t>(std::stoi(proxy_url.substr(17)));
+    return {port, proxy_url.substr(proxy_url.find('/', 17)) + "/v1/chat/completions"};
+  }
+
+  // The daemon is killed and started again: the paused instance's calls still get 429 and none
+  // reaches the provider.
+  void ExpectBlockedAfterADaemonRestart(const std::string& name, uint16_t port,
+                                        const std::string& chat) {
+    const size_t calls = provider_.Calls().size();
+    daemon_.Kill();
+    ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
+    ASSERT_EQ(Instance(name)["state"].string, "paused");
+    EXPECT_EQ(HttpRequest(port, "POST", chat, R"({"model":"m"})").status, 429);
+    EXPECT_EQ(provider_.Calls().size(), calls) << "a call reached the provider after the restart";
+  }
+
   std::string Logs(const std::string& name) {
     return daemon_.Ctl({"agent", "logs", name, "--tail", "1000"}).out;
   }
@@ -247,14 +272,9 @@ TEST_F(MeteringTest, TokenBudgetStopsAnEngineObservedAgent) {
 }
 
 TEST_F(MeteringTest, BudgetPauseRefusesFurtherModelCallsUntilResumed) {
-  Register("a");
-  SetUpstream("a", provider_.url() + "/v1");
-  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "a", "budget.tokens.per_run", "1"}).exit_code,
-            0);
-  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
-  const std::string proxy_url = Instance("a")["proxy_url"].string;
-  const uint16_t port = static_cast<uint16_t>(std::stoi(proxy_url.substr(17)));
-  const std::string chat = proxy_url.substr(proxy_url.find('/', 17)) + "/v1/chat/completions";
+  const std::pair<uint16_t, std::string> proxy = StartWithOneTokenBudget("a");
+  const uint16_t port = proxy.first;
+  const std::string& chat = proxy.second;
   ASSERT_EQ(daemon_.Ctl({"agent", "send", "a", "chat"}).exit_code, 0);
   ASSERT_TRUE(WaitFor([&] { return Instance("a")["state"].string == "paused"; }));
   // Whatever the pause achieves, no further model call reaches the provider.
@@ -262,11 +282,7 @@ TEST_F(MeteringTest, BudgetPauseRefusesFurtherModelCallsUntilResumed) {
       WaitFor([&] { return HttpRequest(port, "POST", chat, R"({"model":"m"})").status == 429; }));
   EXPECT_EQ(provider_.Calls().size(), 1u);
   // The block outlives the daemon: a restarted one keeps refusing until the operator resumes.
-  daemon_.Kill();
-  ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
-  ASSERT_EQ(Instance("a")["state"].string, "paused");
-  EXPECT_EQ(HttpRequest(port, "POST", chat, R"({"model":"m"})").status, 429);
-  EXPECT_EQ(provider_.Calls().size(), 1u) << "a call reached the provider after the restart";
+  ExpectBlockedAfterADaemonRestart("a", port, chat);
   ASSERT_EQ(daemon_.Ctl({"agent", "resume", "a"}).exit_code, 0);
   EXPECT_TRUE(
       WaitFor([&] { return HttpRequest(port, "POST", chat, R"({"model":"m"})").status == 200; }));
@@ -276,25 +292,15 @@ TEST_F(MeteringTest, BudgetPauseRefusesFurtherModelCallsUntilResumed) {
 // A breach made while the operator had the agent paused keeps its cause `paused`: the block on
 // its model calls is restored from the breach record after a daemon restart all the same.
 TEST_F(MeteringTest, ABreachWhileOperatorPausedStaysBlockedAcrossADaemonRestart) {
-  Register("a");
-  SetUpstream("a", provider_.url() + "/v1");
-  ASSERT_EQ(daemon_.Ctl({"agent", "config", "set", "a", "budget.tokens.per_run", "1"}).exit_code,
-            0);
-  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
-  const std::string proxy_url = Instance("a")["proxy_url"].string;
-  const auto port = static_cast<uint16_t>(std::stoi(proxy_url.substr(17)));
-  const std::string chat = proxy_url.substr(proxy_url.find('/', 17)) + "/v1/chat/completions";
+  const std::pair<uint16_t, std::string> proxy = StartWithOneTokenBudget("a");
+  const uint16_t port = proxy.first;
+  const std::string& chat = proxy.second;
   ASSERT_EQ(daemon_.Ctl({"agent", "pause", "a"}).exit_code, 0);
   // A call through the paused agent's URL (another process of the agent, say) crosses the limit.
   ASSERT_EQ(HttpRequest(port, "POST", chat, R"({"model":"m"})").status, 200);
   ASSERT_TRUE(
       WaitFor([&] { return HttpRequest(port, "POST", chat, R"({"model":"m"})").status == 429; }));
-  const size_t calls = provider_.Calls().size();
-  daemon_.Kill();
-  ASSERT_TRUE(daemon_.Start()) << daemon_.DaemonLog();
-  ASSERT_EQ(Instance("a")["state"].string, "paused");
-  EXPECT_EQ(HttpRequest(port, "POST", chat, R"({"model":"m"})").status, 429);
-  EXPECT_EQ(provider_.Calls().size(), calls) << "a call reached the provider after the restart";
+  ExpectBlockedAfterADaemonRestart("a", port, chat);
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
 }
 
