@@ -6,7 +6,7 @@
 namespace ktesio::cli {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, int>, 29> kByReason = {{
+constexpr std::array<std::pair<std::string_view, int>, 30> kByReason = {{
     {"USAGE", kExitUsage},
     {"INVALID_ARGUMENT", kExitUsage},
     {"INVALID_NAME", kExitUsage},
@@ -36,6 +36,7 @@ constexpr std::array<std::pair<std::string_view, int>, 29> kByReason = {{
     {"TIMED_OUT", kExitTimedOut},
     {"DAEMON_UNREACHABLE", kExitUnreachable},
     {"API_MISMATCH", kExitUnreachable},
+    {"SHUTTING_DOWN", kExitUnreachable},
 }};
 
 }  // namespace

@@ -424,6 +424,7 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   (*listener)->Shutdown();
   telemetry->metrics.reset();  // before the engine stops: a scrape (or an export) waits on it
   telemetry->exporter.reset();
+  (*engine)->AnswerWaitersAtShutdown();  // a long stop window must not hold the shutdown
   api.server()->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   (*engine)->Stop();
   log->info("stopped");

@@ -88,6 +88,12 @@ class Engine {
   // Starts the owner thread and reconciles instances with the OS. Stop() drains posted work.
   void Start();
   void Stop();
+  // At shutdown, before the API server waits for its calls: answers every call still waiting on
+  // a start or stop under way (UNAVAILABLE), which goes on and which the next daemon re-adopts.
+  // Without it a shutdown waits out the longest stop window. Thread-safe.
+  void AnswerWaitersAtShutdown() {
+    Post([this] { supervisor_.AnswerWaitersAtShutdown(); });
+  }
 
   // Runs `fn` on the owner thread. Thread-safe.
   template <typename Fn>

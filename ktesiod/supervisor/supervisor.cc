@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -409,6 +410,23 @@ void Supervisor::OnReady(const std::string& name, uint64_t generation) {
   }
 }
 
+void Supervisor::AnswerWaitersAtShutdown() {
+  // Collected first: a waiter's callback may act on the supervisor (and erase a Runtime).
+  std::vector<Done> waiting;
+  for (auto& [name, rt] : runtimes_) {
+    for (std::vector<Done>* waiters : {&rt->start_waiters, &rt->stop_waiters}) {
+      std::move(waiters->begin(), waiters->end(), std::back_inserter(waiting));
+      waiters->clear();
+    }
+  }
+  const absl::Status status = contract::MakeError(
+      absl::StatusCode::kUnavailable, reason::kShuttingDown,
+      "ktesiod is shutting down: what was under way goes on, and the next ktesiod takes it over");
+  for (Done& done : waiting) {
+    done(status, {});
+  }
+}
+
 void Supervisor::AwaitSettled(const std::string& name, Done done) {
   // Always answered from the event loop, never from inside the supervisor's own frames: the
   // caller may remove the instance (erasing the Runtime a Finish is iterating over).
@@ -468,7 +486,10 @@ void Supervisor::AwaitSettled(const std::string& name, Done done) {
                                             bound.count(), " s with nothing under way to end it")));
   });
   Done settled = [answer](const absl::Status& status, const std::vector<std::string>&) {
-    answer(contract::ErrorReason(status) == reason::kStopNotConfirmed ? status : absl::OkStatus());
+    // Not settled at all when the daemon is shutting down (AnswerWaitersAtShutdown).
+    const bool unsettled = contract::ErrorReason(status) == reason::kStopNotConfirmed ||
+                           status.code() == absl::StatusCode::kUnavailable;
+    answer(unsettled ? status : absl::OkStatus());
   };
   (state == State::kStarting ? rt.start_waiters : rt.stop_waiters).push_back(std::move(settled));
 }

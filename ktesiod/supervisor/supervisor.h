@@ -137,6 +137,9 @@ class Supervisor {
   // INVALID_STATE when the transition outlives its longest possible course (60 s for a start,
   // the stop window + 15 s for a stop): nothing is under way to end it.
   void AwaitSettled(const std::string& name, Done done);
+  // Answers every waiter of a start or stop under way with UNAVAILABLE (the daemon is shutting
+  // down; the transition goes on and the next daemon re-adopts it).
+  void AnswerWaitersAtShutdown();
 
   // Forgets an instance being removed (it must be terminal).
   void Forget(const std::string& name);

@@ -32,6 +32,7 @@ TEST(ExitCodes, EveryDocumentedReasonMapsToItsCode) {
       {"TIMED_OUT", 6},
       {"DAEMON_UNREACHABLE", 7},
       {"API_MISMATCH", 7},
+      {"SHUTTING_DOWN", 7},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(ExitCodeFor(c.reason, grpc::StatusCode::UNKNOWN), c.code) << c.reason;

@@ -519,6 +519,28 @@ TEST_F(SupervisorTest, AStopReAdoptedMidWindowKeepsTheRestOfTheDefaultWindow) {
   EXPECT_EQ(CauseOf("a"), "stop-forced{SIGKILL after 30 s}");
 }
 
+// A shutting-down daemon answers the callers of a stop under way (UNAVAILABLE) instead of holding
+// its shutdown for the window; the stop goes on for the next daemon to finish.
+TEST_F(SupervisorTest, ShutdownAnswersTheWaitersOfAStopUnderWay) {
+  Register("a");
+  StartRunning("a");
+  backend_.set_exits_on_sigterm(false);
+  Outcome stopped;
+  supervisor_->Stop("a", 60u, Record(stopped));
+  Outcome settled;
+  supervisor_->AwaitSettled("a", Record(settled));
+  Settle();
+  ASSERT_FALSE(stopped.called);
+  supervisor_->AnswerWaitersAtShutdown();
+  Settle();
+  ASSERT_TRUE(stopped.called);
+  EXPECT_EQ(stopped.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(contract::ErrorReason(stopped.status), contract::reason::kShuttingDown);
+  ASSERT_TRUE(settled.called);
+  EXPECT_EQ(settled.status.code(), absl::StatusCode::kUnavailable) << "read as settled";
+  EXPECT_EQ(StateOf("a"), "stopping");
+}
+
 TEST_F(SupervisorTest, AZeroWindowStopKillsAtOnce) {
   Register("a");
   StartRunning("a");

@@ -44,6 +44,7 @@ inline constexpr std::string_view kInvalidLabel = "INVALID_LABEL";
 inline constexpr std::string_view kInvalidSelector = "INVALID_SELECTOR";
 inline constexpr std::string_view kNoMatch = "NO_MATCH";
 inline constexpr std::string_view kFleetInvalid = "FLEET_INVALID";
+inline constexpr std::string_view kShuttingDown = "SHUTTING_DOWN";  // the daemon is stopping
 }  // namespace reason
 
 // Builds a status with `code`, `message` and the stable `reason` attached as a payload.
