@@ -188,8 +188,10 @@ class Supervisor {
   // starting; nullptr once a later command or an exit has superseded it.
   Runtime* StillStarting(const std::string& name, uint64_t generation, store::InstanceRow& row);
   void OnExit(const std::string& name, uint64_t generation);
+  // `found_late`: the exit happened while no daemon ran (found by a reconciliation), so the run's
+  // length and the backoff count from its record's time rather than from now.
   void ApplyExit(store::InstanceRow& row, const std::optional<process::ExitRecord>& exit, bool lost,
-                 const std::string& lost_detail);
+                 const std::string& lost_detail, bool found_late = false);
   void ScheduleRestart(store::InstanceRow& row, const RestartDecision& decision);
   // At reconciliation: schedules the restart an instance at rest is still owed under its
   // restart policy (OwedRestartDelay), for the time left of its backoff.

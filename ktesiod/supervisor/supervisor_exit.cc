@@ -54,15 +54,17 @@ void Supervisor::OnExit(const std::string& name, uint64_t generation) {
 }
 
 void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process::ExitRecord>& exit,
-                           bool lost, const std::string& lost_detail) {
+                           bool lost, const std::string& lost_detail, bool found_late) {
   Runtime& rt = RuntimeFor(row);
   const State state = RowState(row);
   const std::string description = exit.has_value() ? process::DescribeExit(*exit) : lost_detail;
   const pid_t leader = static_cast<pid_t>(row.pid.value_or(0));
   const int64_t now = clock_.NowUnixMs();
   // An exit found by a later daemon ended when its shim recorded it, not when it was found: the
-  // run's length (the crash streak's reset) and the backoff count from then.
-  const int64_t ended = exit.has_value() && exit->at_ms > 0 ? std::min(exit->at_ms, now) : now;
+  // run's length (the crash streak's reset) and the backoff count from then. (A watched exit is
+  // timed now: the record's coarse file time would only shave a few ms off the backoff.)
+  const int64_t ended =
+      found_late && exit.has_value() && exit->at_ms > 0 ? std::min(exit->at_ms, now) : now;
   const int64_t run_ms =
       row.started_at_ms.has_value() ? std::max<int64_t>(0, ended - *row.started_at_ms) : 0;
   rt.generation += 1;  // invalidates the readiness, stop and confirm timers of this run
@@ -265,7 +267,7 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
     agent = {static_cast<pid_t>(row.pid.value_or(0)), row.pid_start_time.value_or(0)};
   }
   if (std::optional<process::ExitRecord> exit = backend_.ReadExit(RunDir(row.home))) {
-    ApplyExit(row, exit, false, "");
+    ApplyExit(row, exit, false, "", /*found_late=*/true);
     return;
   }
   if (agent.pid > 0 && backend_.IsAlive(agent)) {

@@ -753,6 +753,26 @@ TEST_F(SupervisorTest, ACrashWhileNoDaemonRanCountsFromItsExitRecord) {
   EXPECT_EQ(Row("a").crash_streak, 2);
 }
 
+// A watched exit is timed when it is seen: its record's (coarse) time never shortens a backoff, so
+// `restarted{…,waited_ms}` says the configured delay.
+TEST_F(SupervisorTest, AWatchedExitWaitsTheWholeBackoff) {
+  Register("a");
+  StartRunning("a");
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});
+  Settle();
+  Advance(milliseconds(0));
+  Advance(kReadiness);
+  const size_t launches = backend_.launches().size();
+  backend_.Exit(backend_.last_agent(),
+                {ExitRecord::Kind::kExited, 3, clock_.NowUnixMs() - 500});  // an old file time
+  Settle();
+  Advance(milliseconds(999));
+  EXPECT_EQ(backend_.launches().size(), launches) << "the backoff was shortened";
+  Advance(milliseconds(1));
+  ASSERT_EQ(backend_.launches().size(), launches + 1);
+  EXPECT_EQ(CauseOf("a"), "restarted{count=2,waited_ms=1000}");
+}
+
 // A new daemon cannot know whether config.toml was edited by hand while none ran: it withdraws
 // the grant a re-adopted run's shim holds, so the next restart delivers the config afresh.
 TEST_F(SupervisorTest, AReAdoptedRunsRespawnGrantIsWithdrawn) {
