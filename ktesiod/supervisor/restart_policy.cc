@@ -78,13 +78,7 @@ RestartDecision DecideRestart(const RestartSettings& settings, const ExitFacts& 
   return decision;
 }
 
-std::optional<int64_t> OwedRestartDelay(const RestartSettings& settings, bool crashed,
-                                        int64_t crash_streak) {
-  if (!crashed) {
-    // The run's length is not kept: the floor is waited out whole.
-    return settings.policy == RestartPolicyKind::kAlways ? std::optional<int64_t>(kRespawnFloorMs)
-                                                         : std::nullopt;
-  }
+std::optional<int64_t> OwedRestartDelay(const RestartSettings& settings, int64_t crash_streak) {
   if (settings.policy == RestartPolicyKind::kNever || crash_streak < 1 ||
       crash_streak >= settings.max_consecutive) {
     return std::nullopt;

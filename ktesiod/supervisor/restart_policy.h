@@ -49,12 +49,10 @@ struct RestartDecision {
 //  - when the streak reaches max_consecutive, no restart and crash_loop = true.
 RestartDecision DecideRestart(const RestartSettings& settings, const ExitFacts& facts);
 
-// The restart an ended run is owed, for a daemon that finds the instance at rest (the one that
-// recorded the end died before the restart was due): the delay DecideRestart gave the end,
-// counted from the end, or nullopt when `settings` grant none. `crashed`: the end was a crash
-// (`crashed{…}` or `lost{…}`, with `crash_streak` counting it); otherwise a clean exit
-// (`exited`). A crash loop (or a launch error) is owed nothing.
-std::optional<int64_t> OwedRestartDelay(const RestartSettings& settings, bool crashed,
-                                        int64_t crash_streak);
+// The restart a crashed run is owed, for a daemon that finds the instance `failed` (the one that
+// recorded the crash died before the restart was due): the delay DecideRestart gave the crash
+// (`crash_streak` counts it), counted from the crash, or nullopt when `settings` grant none. A
+// crash loop is owed nothing, nor a streak of 0 (an operator stop cancelled the restart).
+std::optional<int64_t> OwedRestartDelay(const RestartSettings& settings, int64_t crash_streak);
 
 }  // namespace ktesio::daemon::supervisor

@@ -315,15 +315,12 @@ void Supervisor::Reconcile() {
 }
 
 void Supervisor::ResumeOwedRestart(store::InstanceRow& row) {
-  const State state = RowState(row);
-  const bool crashed = state == State::kFailed &&
+  const bool crashed = RowState(row) == State::kFailed &&
                        (row.cause.starts_with("crashed{") || row.cause.starts_with("lost{"));
-  const bool exited = state == State::kStopped && row.cause == "exited";
-  if (!crashed && !exited) {
-    return;
+  if (!crashed) {
+    return;  // (a clean exit's restart under `always`, due a second later, is not kept)
   }
-  const std::optional<int64_t> delay =
-      OwedRestartDelay(SettingsFor(row).restart, crashed, row.crash_streak);
+  const std::optional<int64_t> delay = OwedRestartDelay(SettingsFor(row).restart, row.crash_streak);
   if (!delay.has_value()) {
     return;
   }

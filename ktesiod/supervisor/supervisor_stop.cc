@@ -39,6 +39,12 @@ void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_s
   if (rt.restart_pending && (state == State::kFailed || state == State::kStopped)) {
     rt.restart_pending = false;
     rt.restart_timer->Cancel();
+    // Kept: a daemon restarted later must not find the restart owed (OwedRestartDelay).
+    row->crash_streak = 0;
+    if (absl::Status status = store_.UpdateInstance(*row); !status.ok()) {
+      log_->warn("cancelled restart not recorded instance={} error={}", name,
+                 std::string(status.message()));
+    }
     EngineLine(*row, "pending restart cancelled by an operator stop");
     done(absl::OkStatus(), {"the pending automatic restart was cancelled"});
     return;

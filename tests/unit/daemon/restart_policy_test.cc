@@ -23,20 +23,18 @@ TEST(RestartPolicy, OnFailureBackoffSequenceAndCrashLoop) {
 }
 
 // What a new daemon owes an instance at rest is exactly the delay DecideRestart gave its end.
-TEST(RestartPolicy, AnOwedRestartHasTheDelayItsEndWasGiven) {
+TEST(RestartPolicy, AnOwedRestartHasTheDelayItsCrashWasGiven) {
   RestartSettings settings;  // on-failure, 1 s doubling, 5 consecutive
   int64_t streak = 0;
   for (int crash = 0; crash < 4; ++crash) {
     const RestartDecision d = DecideRestart(settings, {false, 10, streak});
     streak = d.crash_streak;
-    EXPECT_EQ(OwedRestartDelay(settings, true, streak), std::optional<int64_t>(d.delay_ms));
+    EXPECT_EQ(OwedRestartDelay(settings, streak), std::optional<int64_t>(d.delay_ms));
   }
-  EXPECT_FALSE(OwedRestartDelay(settings, true, 5).has_value()) << "a crash loop";
-  EXPECT_FALSE(OwedRestartDelay(settings, false, 0).has_value()) << "on-failure, clean exit";
-  settings.policy = RestartPolicyKind::kAlways;
-  EXPECT_EQ(OwedRestartDelay(settings, false, 0), std::optional<int64_t>(kRespawnFloorMs));
+  EXPECT_FALSE(OwedRestartDelay(settings, 5).has_value()) << "a crash loop";
+  EXPECT_FALSE(OwedRestartDelay(settings, 0).has_value()) << "cancelled by an operator stop";
   settings.policy = RestartPolicyKind::kNever;
-  EXPECT_FALSE(OwedRestartDelay(settings, true, 1).has_value());
+  EXPECT_FALSE(OwedRestartDelay(settings, 1).has_value());
 }
 
 TEST(RestartPolicy, BackoffIsCapped) {

@@ -573,6 +573,14 @@ TEST_F(SupervisorTest, AnOperatorStopCancelsAPendingRestart) {
   Advance(milliseconds(60000));
   EXPECT_EQ(backend_.launches().size(), launches);
   EXPECT_EQ(StateOf("a"), "failed");
+  // The cancel outlives the daemon: the next one does not find the restart owed.
+  backend_.DropWatches();
+  MakeSupervisor();
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_FALSE(supervisor_->RestartPending("a"));
+  Advance(milliseconds(60000));
+  EXPECT_EQ(backend_.launches().size(), launches);
 }
 
 TEST_F(SupervisorTest, ABudgetBreachFreezesAGuaranteedPause) {
