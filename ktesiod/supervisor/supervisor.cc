@@ -238,6 +238,10 @@ absl::Status Supervisor::RunTemplate(const v1::OpTemplate& op, const store::Inst
 }
 
 void Supervisor::Start(const std::string& name, Done done) {
+  if (shutting_down_) {
+    done(ShuttingDown(), {});
+    return;
+  }
   absl::StatusOr<store::InstanceRow> row = Admit(name, Command::kStart);
   if (!row.ok()) {
     done(row.status(), {});
@@ -410,7 +414,14 @@ void Supervisor::OnReady(const std::string& name, uint64_t generation) {
   }
 }
 
+absl::Status Supervisor::ShuttingDown() const {
+  return contract::MakeError(
+      absl::StatusCode::kUnavailable, reason::kShuttingDown,
+      "ktesiod is shutting down: what was under way goes on, and the next ktesiod takes it over");
+}
+
 void Supervisor::AnswerWaitersAtShutdown() {
+  shutting_down_ = true;
   // Collected first: a waiter's callback may act on the supervisor (and erase a Runtime).
   std::vector<Done> waiting;
   for (auto& [name, rt] : runtimes_) {
@@ -419,9 +430,7 @@ void Supervisor::AnswerWaitersAtShutdown() {
       waiters->clear();
     }
   }
-  const absl::Status status = contract::MakeError(
-      absl::StatusCode::kUnavailable, reason::kShuttingDown,
-      "ktesiod is shutting down: what was under way goes on, and the next ktesiod takes it over");
+  const absl::Status status = ShuttingDown();
   for (Done& done : waiting) {
     done(status, {});
   }
@@ -434,6 +443,10 @@ void Supervisor::AwaitSettled(const std::string& name, Done done) {
     boost::asio::post(
         io_, [answer = std::move(answer), status = std::move(status)] { answer(status, {}); });
   };
+  if (shutting_down_) {
+    later(done, ShuttingDown());
+    return;
+  }
   absl::StatusOr<store::InstanceRow> row = Load(name);
   if (!row.ok()) {
     later(done, absl::OkStatus());  // gone: the caller's own lookup says so
@@ -487,8 +500,8 @@ void Supervisor::AwaitSettled(const std::string& name, Done done) {
   });
   Done settled = [answer](const absl::Status& status, const std::vector<std::string>&) {
     // Not settled at all when the daemon is shutting down (AnswerWaitersAtShutdown).
-    const bool unsettled = contract::ErrorReason(status) == reason::kStopNotConfirmed ||
-                           status.code() == absl::StatusCode::kUnavailable;
+    const std::string why = contract::ErrorReason(status);
+    const bool unsettled = why == reason::kStopNotConfirmed || why == reason::kShuttingDown;
     answer(unsettled ? status : absl::OkStatus());
   };
   (state == State::kStarting ? rt.start_waiters : rt.stop_waiters).push_back(std::move(settled));

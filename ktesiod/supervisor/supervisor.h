@@ -138,7 +138,8 @@ class Supervisor {
   // the stop window + 15 s for a stop): nothing is under way to end it.
   void AwaitSettled(const std::string& name, Done done);
   // Answers every waiter of a start or stop under way with UNAVAILABLE (the daemon is shutting
-  // down; the transition goes on and the next daemon re-adopts it).
+  // down; the transition goes on and the next daemon re-adopts it), and from then on every new
+  // start, stop or wait at once, so that nothing keeps the API server's shutdown waiting.
   void AnswerWaitersAtShutdown();
 
   // Forgets an instance being removed (it must be terminal).
@@ -238,6 +239,10 @@ class Supervisor {
   Hooks hooks_;
   std::map<std::string, std::unique_ptr<Runtime>> runtimes_;
   uint32_t default_stop_seconds_ = 30;
+  // Set by AnswerWaitersAtShutdown: every later start, stop or wait is answered SHUTTING_DOWN at
+  // once (the API server waits for every call it has to finish).
+  bool shutting_down_ = false;
+  absl::Status ShuttingDown() const;
 };
 
 // The safe base of the daemon's environment every agent starts from (PATH, HOME, LANG, TZ, ...).

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -123,7 +124,9 @@ void Supervisor::ApplyExit(store::InstanceRow& row, const std::optional<process:
   const bool clean = !lost && exit->kind == process::ExitRecord::Kind::kExited && exit->value == 0;
   const InstanceSettings settings = SettingsFor(row);
   RestartDecision decision = DecideRestart(settings.restart, {clean, run_ms, row.crash_streak});
-  row.crash_streak = decision.crash_streak;
+  // A crash the policy does not restart (`never`) keeps no streak: a failed row with a streak is
+  // one whose restart was decided, which a later daemon then owes (ResumeOwedRestart).
+  row.crash_streak = decision.restart || decision.crash_loop ? decision.crash_streak : 0;
   decision.delay_ms = std::max<int64_t>(0, decision.delay_ms - (now - ended));  // already waited
   std::string cause;
   State to = State::kFailed;
@@ -179,6 +182,10 @@ void Supervisor::FireRestart(const std::string& name, uint64_t generation, int64
 
 void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
   const State state = RowState(row);
+  // A start under way that the restart policy made stays the policy's: its failure is decided as
+  // an automatic start's would be (a backoff, not a plain launch-error).
+  RuntimeFor(row).automatic_start =
+      state == State::kStarting && row.cause.starts_with("restarted{");
   process::ProcessIdentity shim{static_cast<pid_t>(row.shim_pid.value_or(0)),
                                 row.shim_start_time.value_or(0)};
   process::ProcessIdentity agent{static_cast<pid_t>(row.pid.value_or(0)),
@@ -244,8 +251,11 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
       // window, then the group's SIGKILL as in any stop.
       rt.kill_sent = false;
       rt.stop_window_s = default_stop_seconds_;
-      const int64_t left =
-          row.state_since_ms + int64_t{default_stop_seconds_} * 1000 - clock_.NowUnixMs();
+      // A paused agent being stopped was thawed by the old daemon, unless it died first.
+      backend_.SignalGroup(agent.pid, SIGCONT).IgnoreError();  // a gone group: its exit follows
+      // (Clamped: a wall clock stepped back must not postpone the SIGKILL past a whole window.)
+      const int64_t window_ms = int64_t{default_stop_seconds_} * 1000;
+      const int64_t left = std::min(row.state_since_ms + window_ms - clock_.NowUnixMs(), window_ms);
       if (left <= 0) {
         Escalate(row.name, generation);
       } else {
@@ -324,7 +334,8 @@ void Supervisor::ResumeOwedRestart(store::InstanceRow& row) {
   if (!delay.has_value()) {
     return;
   }
-  const int64_t left = std::max<int64_t>(0, row.state_since_ms + *delay - clock_.NowUnixMs());
+  const int64_t left =
+      std::clamp<int64_t>(row.state_since_ms + *delay - clock_.NowUnixMs(), 0, *delay);
   log_->info("restart owed since the previous daemon instance={} cause={} in_ms={}", row.name,
              row.cause, left);
   ScheduleRestart(row, {.restart = true, .delay_ms = left, .crash_streak = row.crash_streak});

@@ -24,6 +24,10 @@ absl::Status CheckStopWindow(std::optional<uint32_t> timeout_seconds) {
 }
 
 void Supervisor::Stop(const std::string& name, std::optional<uint32_t> timeout_seconds, Done done) {
+  if (shutting_down_) {
+    done(ShuttingDown(), {});
+    return;
+  }
   // Before anything: a window of 136 years would leave the instance `stopping` for good.
   if (absl::Status status = CheckStopWindow(timeout_seconds); !status.ok()) {
     done(status, {});

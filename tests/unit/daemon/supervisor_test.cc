@@ -259,11 +259,14 @@ TEST_F(SupervisorTest, ARestartScheduledByADeadDaemonIsOwedByTheNextOne) {
   EXPECT_EQ(StateOf("a"), "running");
   EXPECT_EQ(Row("a").restart_count, 2);
 
-  // A crash loop is owed nothing, nor an instance whose policy is never.
+  // A crash under `never` decides no restart and keeps no streak: a later daemon owes it nothing,
+  // even once the policy allows restarts again.
   settings_.restart.policy = RestartPolicyKind::kNever;
   backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});
   Settle();
   ASSERT_EQ(StateOf("a"), "failed");
+  EXPECT_EQ(Row("a").crash_streak, 0);
+  settings_.restart.policy = RestartPolicyKind::kOnFailure;
   backend_.DropWatches();
   MakeSupervisor();
   supervisor_->Reconcile();
@@ -539,6 +542,22 @@ TEST_F(SupervisorTest, ShutdownAnswersTheWaitersOfAStopUnderWay) {
   ASSERT_TRUE(settled.called);
   EXPECT_EQ(settled.status.code(), absl::StatusCode::kUnavailable) << "read as settled";
   EXPECT_EQ(StateOf("a"), "stopping");
+  // From now on nothing queues a waiter the server's shutdown would wait for.
+  Register("b");
+  Outcome late_start;
+  supervisor_->Start("b", Record(late_start));
+  ASSERT_TRUE(late_start.called);
+  EXPECT_EQ(contract::ErrorReason(late_start.status), contract::reason::kShuttingDown);
+  EXPECT_EQ(StateOf("b"), "registered");
+  Outcome late_stop;
+  supervisor_->Stop("a", 5u, Record(late_stop));
+  ASSERT_TRUE(late_stop.called);
+  EXPECT_EQ(contract::ErrorReason(late_stop.status), contract::reason::kShuttingDown);
+  Outcome late_wait;
+  supervisor_->AwaitSettled("a", Record(late_wait));
+  Settle();
+  ASSERT_TRUE(late_wait.called);
+  EXPECT_EQ(contract::ErrorReason(late_wait.status), contract::reason::kShuttingDown);
 }
 
 TEST_F(SupervisorTest, AZeroWindowStopKillsAtOnce) {
