@@ -780,6 +780,26 @@ TEST_F(SupervisorTest, ACrashWhileNoDaemonRanCountsFromItsExitRecord) {
   EXPECT_EQ(Row("a").crash_streak, 2);
 }
 
+// The daemon dies during an automatic restart's readiness window and the agent exits: the next
+// daemon decides that failed start as the policy's own (another restart), not as a plain
+// launch error that nobody restarts.
+TEST_F(SupervisorTest, AnInterruptedAutomaticRestartStaysThePolicys) {
+  Register("a");
+  StartRunning("a");
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});  // restarted at once
+  Settle();
+  Advance(milliseconds(0));
+  ASSERT_EQ(StateOf("a"), "starting");
+  ASSERT_EQ(CauseOf("a").rfind("restarted{", 0), 0u) << CauseOf("a");
+  backend_.DropWatches();  // the daemon dies; the new run exits within its readiness window
+  backend_.Exit(backend_.last_agent(), {ExitRecord::Kind::kExited, 3});
+  MakeSupervisor();
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_EQ(StateOf("a"), "failed");
+  EXPECT_TRUE(supervisor_->RestartPending("a")) << CauseOf("a");
+}
+
 // A watched exit is timed when it is seen: its record's (coarse) time never shortens a backoff, so
 // `restarted{…,waited_ms}` says the configured delay.
 TEST_F(SupervisorTest, AWatchedExitWaitsTheWholeBackoff) {
