@@ -245,6 +245,16 @@ void Supervisor::Adopt(store::InstanceRow& row, const std::string& boot_id) {
       if (Commit(row, State::kRunning, "adapter-ready").ok()) {
         GrantRespawn(row);
       }
+    } else if (state == State::kPaused || state == State::kRunning) {
+      // A pause or resume commits its state before it signals the group: the old daemon may have
+      // died in between. The stored state is the one the operator was answered with, so it is
+      // made true again (both signals are no-ops on a group already so). A best-effort pause
+      // froze nothing by signal and is left alone.
+      const bool frozen = state == State::kPaused && !row.cause.ends_with("pause-best-effort");
+      if (frozen || state == State::kRunning) {
+        backend_.SignalGroup(agent.pid, frozen ? SIGSTOP : SIGCONT)
+            .IgnoreError();  // a gone group: its exit follows
+      }
     } else if (state == State::kStopping) {
       // The stop began at state_since_ms (its SIGTERM or template sent then, or about to be). An
       // explicit --timeout went with the old daemon: the agent gets what is left of the default

@@ -842,6 +842,40 @@ TEST_F(SupervisorTest, AReAdoptedRunsRespawnGrantIsWithdrawn) {
   EXPECT_TRUE(backend_.GrantIn(run_dir).has_value());
 }
 
+// A pause or resume commits before it signals: a daemon that died in between left the group
+// unlike its stored state. The next daemon makes the state true again on re-adoption.
+TEST_F(SupervisorTest, ReAdoptionReappliesThePauseStateItFinds) {
+  Register("frozen");
+  Register("thawed");
+  Register("soft", v1::SUPPORT_LEVEL_BEST_EFFORT);
+  StartRunning("frozen");
+  const pid_t frozen = backend_.last_agent();
+  StartRunning("thawed");
+  const pid_t thawed = backend_.last_agent();
+  StartRunning("soft");
+  const pid_t soft = backend_.last_agent();
+  Outcome paused;
+  supervisor_->Pause("frozen", Record(paused));
+  Outcome soft_paused;
+  supervisor_->Pause("soft", Record(soft_paused));
+  Settle();
+  ASSERT_EQ(StateOf("frozen"), "paused");
+  ASSERT_EQ(StateOf("soft"), "paused");
+  const int stops = backend_.SignalsSent(frozen, SIGSTOP);
+  const int conts = backend_.SignalsSent(thawed, SIGCONT);
+  backend_.DropWatches();
+  MakeSupervisor();
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_EQ(StateOf("frozen"), "paused");
+  EXPECT_EQ(backend_.SignalsSent(frozen, SIGSTOP), stops + 1) << "a paused group not re-frozen";
+  EXPECT_EQ(backend_.SignalsSent(frozen, SIGCONT), 0);
+  EXPECT_EQ(backend_.SignalsSent(thawed, SIGCONT), conts + 1) << "a running group not thawed";
+  EXPECT_EQ(backend_.SignalsSent(thawed, SIGSTOP), 0);
+  EXPECT_EQ(backend_.SignalsSent(soft, SIGSTOP), 0) << "a best-effort pause frozen by signal";
+  EXPECT_EQ(backend_.SignalsSent(soft, SIGCONT), 0);
+}
+
 // Respawn in place: while running, the shim holds a grant for exactly the exits the policy
 // restarts at once; a relaunch under it is recorded as the supervisor's own restart would be.
 TEST_F(SupervisorTest, ARunningRunGrantsItsShimTheImmediateRestartAndARelaunchIsRecorded) {
