@@ -112,6 +112,7 @@ void Lifecycle::StopAll(std::optional<uint32_t> window,
   struct Fleet {
     size_t left = 0;
     StopAllOutcome outcome;
+    absl::Status shutting_down;  // a member's answer when the daemon is shutting down
     std::function<void(absl::StatusOr<StopAllOutcome>)> done;
   };
   auto fleet = std::make_shared<Fleet>();
@@ -140,11 +141,19 @@ void Lifecycle::StopAll(std::optional<uint32_t> window,
                        for (const std::string& notice : notices) {
                          outcome.notices.push_back(absl::StrCat(name, ": ", notice));
                        }
-                       if (!status.ok()) {
+                       if (contract::ErrorReason(status) == reason::kShuttingDown) {
+                         fleet->shutting_down = status;
+                       } else if (!status.ok()) {
                          outcome.notices.push_back(absl::StrCat(name, ": ", status.message()));
                        }
                        outcome.acted.push_back(name);
                        if (--fleet->left > 0) {
+                         return;
+                       }
+                       if (!fleet->shutting_down.ok()) {
+                         // Not carried out here: the stop is the next daemon's to finish, as for
+                         // one instance.
+                         fleet->done(fleet->shutting_down);
                          return;
                        }
                        std::sort(outcome.acted.begin(), outcome.acted.end());

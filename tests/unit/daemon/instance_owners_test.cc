@@ -283,6 +283,21 @@ TEST_F(InstanceOwnersTest, StopAllLeavesTransitionsAloneWithANotice) {
   EXPECT_EQ((*outcome)->notices[0], "b: 'starting', left to finish that transition; not stopped");
 }
 
+// A fleet stop reaching a daemon that is shutting down is answered as one stop would be
+// (SHUTTING_DOWN, ktctl exit 7), not as a stop carried out.
+TEST_F(InstanceOwnersTest, StopAllDuringShutdownIsAnsweredShuttingDown) {
+  Register("a");
+  SetState("a", "running");
+  supervisor_->AnswerWaitersAtShutdown();
+  std::optional<absl::StatusOr<Lifecycle::StopAllOutcome>> outcome;
+  lifecycle_->StopAll(std::nullopt,
+                      [&](absl::StatusOr<Lifecycle::StopAllOutcome> got) { outcome = got; });
+  Settle();
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(contract::ErrorReason(outcome->status()), reason::kShuttingDown);
+  EXPECT_EQ(instances_->Find("a")->state, "running");
+}
+
 TEST_F(InstanceOwnersTest, SendTakesOneLine) {
   Register("a");
   using Sent = supervisor::Supervisor::Sent;
