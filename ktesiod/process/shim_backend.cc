@@ -195,7 +195,15 @@ class ShimBackend::Spawner {
   std::thread thread_;  // last: it starts running once the members above exist
 };
 
-ShimBackend::~ShimBackend() = default;
+ShimBackend::~ShimBackend() {
+  // Nothing would enforce a running template's limit after this (a daemon shutting down, a
+  // kit's private daemon): it goes with its group now rather than hang on for good. Its pid is
+  // still unreaped (its exit watch reaps it), so the group's id cannot have been reused.
+  for (const auto& [pid, exec] : templates_) {
+    ::kill(-pid, SIGKILL);
+    log_->warn("template killed with its process group at shutdown exec={} pid={}", exec, pid);
+  }
+}
 
 void ShimBackend::Launch(const LaunchSpec& spec,
                          std::function<void(absl::StatusOr<Launched>)> done) {
@@ -593,8 +601,10 @@ absl::Status ShimBackend::RunDetached(const std::string& exec, const std::vector
   // thread, which also runs the timer: the kill never reaches a reused id.
   auto exited = std::make_shared<bool>(false);
   auto deadline = std::make_shared<asio::steady_timer>(io_, limit);
-  WatchExit({pid, 0}, [exited, deadline] {
+  templates_[pid] = exec;
+  WatchExit({pid, 0}, [this, pid, exited, deadline] {
     *exited = true;
+    templates_.erase(pid);
     deadline->cancel();
   });
   deadline->async_wait(
@@ -602,6 +612,7 @@ absl::Status ShimBackend::RunDetached(const std::string& exec, const std::vector
         if (ec || *exited) {
           return;
         }
+        templates_.erase(pid);
         ::kill(-pid, SIGKILL);
         log_->warn("template killed with its process group exec={} pid={} after_ms={}", exec, pid,
                    limit.count());

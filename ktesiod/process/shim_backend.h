@@ -81,6 +81,9 @@ class ShimBackend final : public ProcessBackend {
   std::shared_ptr<spdlog::logger> log_;
   uint64_t next_watch_ = 0;
   std::map<uint64_t, std::unique_ptr<Watch>> watches_;
+  // Templates still running, by pid (= their process group), with their exec for the log. Their
+  // limit is enforced by this backend's timers, so the ones left when it goes are killed then.
+  std::map<pid_t, std::string> templates_;
   // Made at the first launch; declared last so that it is joined first, while every member its
   // queued launches use still exists.
   std::unique_ptr<Spawner> spawner_;

@@ -256,6 +256,28 @@ TEST_F(LifecycleTest, AStopTemplateThatHangsDoesNotOutliveItsStop) {
       << "the stop template (pid " << tmpl << ") outlived its stop by more than 5 s";
 }
 
+// The template's limit is the daemon's timer: a daemon that shuts down first kills it with its
+// group instead of leaving it to hang on for good (the kit's private daemon included).
+TEST_F(LifecycleTest, AStopTemplateStillRunningDiesWithTheDaemonsShutdown) {
+  std::string stop =
+      absl::StrCat("[lifecycle.stop]\nexec = \"/bin/sh\"\nargs = [\"-c\", \"echo $$ > ",
+                   Work("tmpl.pid"), "; exec sleep 777\"]\n");
+  Register("hang", Manifest("--heartbeat-ms 1000", stop));
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "hang"}).exit_code, 0);
+  RunResult r = daemon_.Ctl({"agent", "stop", "hang", "--timeout", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(WaitFor([&] { return !ReadFileOrEmpty(Work("tmpl.pid")).empty(); }));
+  const pid_t tmpl = static_cast<pid_t>(std::stol(ReadFileOrEmpty(Work("tmpl.pid"))));
+  ASSERT_EQ(kill(tmpl, 0), 0) << "the template ended before its limit";
+  ASSERT_EQ(daemon_.Stop(), 0) << daemon_.DaemonLog();
+  // Its limit (1 s + 5 s from the stop's start) is still seconds away: only the shutdown kills it.
+  EXPECT_TRUE(WaitFor([&] { return kill(tmpl, 0) != 0; }, std::chrono::seconds(3)))
+      << "the stop template (pid " << tmpl << ") outlived the daemon";
+  EXPECT_NE(daemon_.DaemonLog().find("template killed with its process group at shutdown"),
+            std::string::npos)
+      << daemon_.DaemonLog();
+}
+
 TEST_F(LifecycleTest, StopTemplateGraceful) {
   std::string stop =
       absl::StrCat("[lifecycle.stop]\nexec = \"", ProbePath(),
