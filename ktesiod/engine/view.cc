@@ -1,6 +1,8 @@
 #include "engine/view.h"
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <utility>
 
 #include "registry/snapshot.h"
@@ -78,10 +80,18 @@ v1::FleetTotals BuildFleetTotals(
   int64_t dollars = 0;
   bool any_priced = false;
   uint64_t unpriced = 0;
+  // Token sums saturate at 2^63 - 1 as each instance's own do (JSON readers keep int64).
+  static constexpr uint64_t kMaxSum = INT64_MAX;
+  const auto add = [](uint64_t sum, uint64_t more) {
+    more = std::min(more, kMaxSum);
+    return sum > kMaxSum - more ? kMaxSum : sum + more;
+  };
   for (const v1::AgentInstance& instance : instances) {
     const v1::UsageView& usage = instance.usage();
-    totals.set_total_input_tokens(totals.total_input_tokens() + usage.cumulative_input_tokens());
-    totals.set_total_output_tokens(totals.total_output_tokens() + usage.cumulative_output_tokens());
+    totals.set_total_input_tokens(
+        add(totals.total_input_tokens(), usage.cumulative_input_tokens()));
+    totals.set_total_output_tokens(
+        add(totals.total_output_tokens(), usage.cumulative_output_tokens()));
     if (usage.has_cumulative_dollars()) {
       any_priced = true;
       dollars = dollars > INT64_MAX - usage.cumulative_dollars()

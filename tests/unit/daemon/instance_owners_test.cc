@@ -14,6 +14,7 @@
 #include "engine/configuration.h"
 #include "engine/instances.h"
 #include "engine/lifecycle.h"
+#include "engine/view.h"
 #include "engine_owner_fixture.h"
 #include "fakes/fake_process_backend.h"
 #include "gtest/gtest.h"
@@ -89,6 +90,23 @@ class InstanceOwnersTest : public EngineOwnerTest {
 };
 
 // --- Instances ---
+
+// The fleet's token sums saturate at 2^63 - 1, as each instance's do: never past what a JSON
+// reader holds in an int64, never wrapped.
+TEST(FleetTotalsTest, TokenSumsSaturateAtTheLargestInt64) {
+  google::protobuf::RepeatedPtrField<v1::AgentInstance> instances;
+  for (uint64_t input : {uint64_t{INT64_MAX}, uint64_t{212}, ~uint64_t{0}}) {
+    v1::AgentInstance* instance = instances.Add();
+    instance->mutable_usage()->set_cumulative_input_tokens(input);
+    instance->mutable_usage()->set_cumulative_output_tokens(3);
+  }
+  const v1::FleetTotals totals = BuildFleetTotals(instances);
+  EXPECT_EQ(totals.total_input_tokens(), uint64_t{INT64_MAX});
+  EXPECT_EQ(totals.total_output_tokens(), 9U);
+  instances.RemoveLast();
+  instances.RemoveLast();
+  EXPECT_EQ(BuildFleetTotals(instances).total_input_tokens(), uint64_t{INT64_MAX});
+}
 
 TEST_F(InstanceOwnersTest, RegisterRefusesAtTheLimitAndWritesNothing) {
   Register("a", 2);
