@@ -169,6 +169,13 @@ absl::Status CheckEnvPlaceholders(const DeliveryInput& input,
       continue;
     }
     for (const std::string& variable : contract::FindEnvPlaceholders(item.value)) {
+      if (!contract::IsValidEnvVarName(variable)) {
+        // No environment can hold it, so no remedy but editing the value.
+        return internal::DeliveryFailed(
+            Cat("config key '", item.key, "' references {env:", internal::Escape(variable),
+                "}, which is not a valid environment variable name (letters, digits and '_', "
+                "not starting with a digit): correct the placeholder in the value"));
+      }
       if (!is_set(variable)) {
         return internal::DeliveryFailed(
             Cat("config key '", item.key, "' references {env:", internal::Escape(variable),

@@ -250,6 +250,16 @@ TEST(DeliveryTest, EnvPlaceholderCheckCoversEveryTargetAndSecrets) {
   EXPECT_TRUE(StatusIs(PlanDelivery(input, FakeSecrets({{"S", "{\"k\":\"{env:HIDDEN}\"}"}})),
                        absl::StatusCode::kFailedPrecondition, "DELIVERY_FAILED",
                        "config key 'agent.CFG' references {env:HIDDEN}"));
+  // A placeholder no environment can hold gets no remedy that cannot work ('agent.1X' is not
+  // a key that can be set).
+  for (const char* invalid : {"{env:1X}", "{env: NOPE}"}) {
+    input = MakeInput({{"model", Flag("--model")}}, {{"model", invalid}});
+    absl::StatusOr<DeliveryPlan> refused = PlanDelivery(input, FakeSecrets({}));
+    EXPECT_TRUE(StatusIs(refused, absl::StatusCode::kFailedPrecondition, "DELIVERY_FAILED",
+                         "which is not a valid environment variable name"))
+        << invalid;
+    EXPECT_EQ(refused.status().message().find("set config key"), std::string_view::npos);
+  }
   // Unmapped values are not delivered, so not checked.
   input = MakeInput({}, {{"model", "{env:NOPE}"}});
   EXPECT_TRUE(IsOk(PlanDelivery(input, FakeSecrets({}))));
