@@ -164,27 +164,42 @@ absl::Status CheckEnvPlaceholders(const DeliveryInput& input,
     }
     return false;
   };
-  for (const Delivered& item : selected) {
-    if (item.dropped) {
-      continue;
-    }
-    for (const std::string& variable : contract::FindEnvPlaceholders(item.value)) {
+  // `what` names the value for the message: "config key 'model'", "the start template's env X".
+  auto check = [&](const std::string& what, const std::string& value) -> absl::Status {
+    for (const std::string& variable : contract::FindEnvPlaceholders(value)) {
       if (!contract::IsValidEnvVarName(variable)) {
         // No environment can hold it, so no remedy but editing the value.
         return internal::DeliveryFailed(
-            Cat("config key '", item.key, "' references {env:", internal::Escape(variable),
+            Cat(what, " references {env:", internal::Escape(variable),
                 "}, which is not a valid environment variable name (letters, digits and '_', "
                 "not starting with a digit): correct the placeholder in the value"));
       }
       if (!is_set(variable)) {
         return internal::DeliveryFailed(
-            Cat("config key '", item.key, "' references {env:", internal::Escape(variable),
+            Cat(what, " references {env:", internal::Escape(variable),
                 "}, which is not set in the agent's environment (set config key 'agent.",
                 internal::Escape(variable),
                 "' on the instance, or set it in the start template or the daemon's base "
                 "environment)"));
       }
     }
+    return absl::OkStatus();
+  };
+  for (const Delivered& item : selected) {
+    if (!item.dropped) {
+      KT_RETURN_IF_ERROR(check(Cat("config key '", item.key, "'"), item.value));
+    }
+  }
+  // The adapter's own start template renders into the agent too (an inline config in an env
+  // value, an argument); a value a delivered variable replaces is not rendered.
+  for (const auto& [name, value] : input.template_env) {
+    if (!plan.env.contains(name)) {
+      KT_RETURN_IF_ERROR(check(Cat("the start template's env ", internal::Escape(name)), value));
+    }
+  }
+  for (size_t i = 0; i < input.template_args.size(); ++i) {
+    KT_RETURN_IF_ERROR(
+        check(Cat("the start template's argument ", i + 1), input.template_args[i]));
   }
   return absl::OkStatus();
 }
@@ -202,6 +217,7 @@ DeliveryInput InputFor(const contract::AdapterDeclaration& declaration,
   DeliveryInput input;
   input.mapping = declaration.config;
   input.template_env = declaration.start.env;
+  input.template_args = declaration.start.args;
   input.base_env = std::move(base_env);
   input.effective = std::move(effective);
   return input;

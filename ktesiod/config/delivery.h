@@ -49,6 +49,7 @@ SecretResolver StoreResolver(const SecretsStore& store, EnvLookup environment);
 struct DeliveryInput {
   std::map<std::string, contract::ConfigTarget> mapping;  // the adapter's declaration.config
   std::map<std::string, std::string> template_env;        // the start template's env
+  std::vector<std::string> template_args;                 // the start template's args
   std::map<std::string, std::string> base_env;            // the child's safe base environment
   std::vector<Entry> effective;                           // Effective(layers)
   // Current content of `file` targets that already exist, by relative path: such a file is

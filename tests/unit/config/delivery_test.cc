@@ -260,6 +260,22 @@ TEST(DeliveryTest, EnvPlaceholderCheckCoversEveryTargetAndSecrets) {
         << invalid;
     EXPECT_EQ(refused.status().message().find("set config key"), std::string_view::npos);
   }
+  // The start template's own env values and args render into the agent too.
+  input = MakeInput({}, {});
+  input.template_env = {{"CFG", "{\"k\":\"{env:UNSET_TPL}\"}"}};
+  EXPECT_TRUE(StatusIs(PlanDelivery(input, FakeSecrets({})), absl::StatusCode::kFailedPrecondition,
+                       "DELIVERY_FAILED",
+                       "the start template's env CFG references {env:UNSET_TPL}, which is not set"));
+  input.base_env = {{"UNSET_TPL", "v"}};
+  EXPECT_TRUE(IsOk(PlanDelivery(input, FakeSecrets({}))));
+  input = MakeInput({}, {{"agent.CFG", "delivered"}});
+  input.template_env = {{"CFG", "{env:UNSET_TPL}"}};
+  EXPECT_TRUE(IsOk(PlanDelivery(input, FakeSecrets({})))) << "a replaced value is not rendered";
+  input = MakeInput({}, {});
+  input.template_args = {"--serve", "--key={env:UNSET_ARG}"};
+  EXPECT_TRUE(StatusIs(PlanDelivery(input, FakeSecrets({})), absl::StatusCode::kFailedPrecondition,
+                       "DELIVERY_FAILED",
+                       "the start template's argument 2 references {env:UNSET_ARG}"));
   // Unmapped values are not delivered, so not checked.
   input = MakeInput({}, {{"model", "{env:NOPE}"}});
   EXPECT_TRUE(IsOk(PlanDelivery(input, FakeSecrets({}))));
