@@ -198,8 +198,7 @@ absl::Status CheckEnvPlaceholders(const DeliveryInput& input,
     }
   }
   for (size_t i = 0; i < input.template_args.size(); ++i) {
-    KT_RETURN_IF_ERROR(
-        check(Cat("the start template's argument ", i + 1), input.template_args[i]));
+    KT_RETURN_IF_ERROR(check(Cat("the start template's argument ", i + 1), input.template_args[i]));
   }
   return absl::OkStatus();
 }

@@ -263,9 +263,10 @@ TEST(DeliveryTest, EnvPlaceholderCheckCoversEveryTargetAndSecrets) {
   // The start template's own env values and args render into the agent too.
   input = MakeInput({}, {});
   input.template_env = {{"CFG", "{\"k\":\"{env:UNSET_TPL}\"}"}};
-  EXPECT_TRUE(StatusIs(PlanDelivery(input, FakeSecrets({})), absl::StatusCode::kFailedPrecondition,
-                       "DELIVERY_FAILED",
-                       "the start template's env CFG references {env:UNSET_TPL}, which is not set"));
+  EXPECT_TRUE(
+      StatusIs(PlanDelivery(input, FakeSecrets({})), absl::StatusCode::kFailedPrecondition,
+               "DELIVERY_FAILED",
+               "the start template's env CFG references {env:UNSET_TPL}, which is not set"));
   input.base_env = {{"UNSET_TPL", "v"}};
   EXPECT_TRUE(IsOk(PlanDelivery(input, FakeSecrets({}))));
   input = MakeInput({}, {{"agent.CFG", "delivered"}});
