@@ -106,6 +106,46 @@ std::string UnknownCommand(const std::vector<std::string>& words) {
                       " (see ktctl --help)");
 }
 
+// The words matched no command. A flag among them (before "--") is what to name: a command's own
+// flags follow its words, and global flags are taken anywhere, so it is unknown where it stands.
+std::string UnknownCommandOrFlag(const std::vector<std::string>& words) {
+  // The words without flags, and without flags and the word after each (its value, perhaps).
+  std::vector<std::string> plain;
+  std::vector<std::string> without_values;
+  std::string flag;
+  for (size_t i = 0; i < words.size() && words[i] != "--"; ++i) {
+    const std::string& word = words[i];
+    if (word.size() > 1 && word[0] == '-' && !(word[1] >= '0' && word[1] <= '9')) {
+      flag = flag.empty() ? word : flag;
+      if (word.find('=') == std::string::npos && i + 1 < words.size()) {
+        plain.push_back(words[++i]);
+      }
+    } else {
+      plain.push_back(word);
+      without_values.push_back(word);
+    }
+  }
+  if (flag.empty()) {
+    return UnknownCommand(words);
+  }
+  const std::string name = flag.substr(0, flag.find('='));
+  const auto prefixes = [](const Command& command, const std::vector<std::string>& given) {
+    return command.path.size() <= given.size() &&
+           std::equal(command.path.begin(), command.path.end(), given.begin());
+  };
+  for (const Command& command : Commands()) {
+    if (prefixes(command, plain) || prefixes(command, without_values)) {
+      for (const Arg& arg : command.args) {
+        if (arg.IsFlag() && (arg.name == name || (!arg.alias.empty() && arg.alias == name))) {
+          return absl::StrCat("flag '", flag, "' belongs after the command: ktctl ", command.Name(),
+                              " ... ", flag);
+        }
+      }
+    }
+  }
+  return absl::StrCat("unknown flag '", flag, "' (see ktctl --help)");
+}
+
 }  // namespace
 
 Client* Context::Connect(int* exit_code) {
@@ -225,11 +265,19 @@ int RunCli(const std::vector<std::string>& args) {
     }
   }
   if (best == nullptr) {
-    if (words.empty() || ctx.global.help) {
+    if (ctx.global.help) {
       Out(HelpText());
       return kExitOk;
     }
-    return ReportError(ctx.global.json, "USAGE", UnknownCommand(words), kExitUsage);
+    if (words.empty()) {
+      // No command is a usage error like any other; the text mode shows what there is to run.
+      if (!ctx.global.json) {
+        Err(HelpText());
+      }
+      return ReportError(ctx.global.json, "USAGE", "no command given (see ktctl --help)",
+                         kExitUsage);
+    }
+    return ReportError(ctx.global.json, "USAGE", UnknownCommandOrFlag(words), kExitUsage);
   }
   if (ctx.global.help) {
     Out(best->Help());

@@ -62,6 +62,9 @@ absl::StatusOr<Invocation> ParseInvocation(const std::vector<std::string>& args)
       }
       return args[++i];
     };
+    if (inline_value && (flag == "--json" || flag == "--help" || flag == "--version")) {
+      return UsageError(absl::StrCat(flag, " takes no value"));
+    }
     if (flag == "--json" && !inline_value) {
       inv.global.json = true;
     } else if ((flag == "--help" || flag == "-h") && !inline_value) {
@@ -149,6 +152,10 @@ absl::Status TakeFlag(const std::vector<std::string>& args, size_t* i,
   }
   if (auto before = out->values.find(key); !spec->join.empty() && before != out->values.end()) {
     before->second = absl::StrCat(before->second, std::string(spec->join), *inline_value);
+  } else if (before != out->values.end() && !spec->repeatable) {
+    // "--manifest a --manifest b" is a mistake to name, not one to settle by taking the last.
+    return UsageError(absl::StrCat(std::string(spec->name), " given twice ('", before->second,
+                                   "' and '", *inline_value, "'): give it once"));
   } else {
     out->values[key] = *inline_value;
   }

@@ -216,6 +216,41 @@ TEST(Ktctl, UnknownCommandSuggestsTheNearestOne) {
   EXPECT_EQ(far.err, "ktctl: unknown command 'frobnicate' (see ktctl --help)\n");
 }
 
+// A flag before the command words is named as the problem, wherever it stands: an unknown one as
+// unknown, a command's own one as belonging after the command.
+TEST(Ktctl, AFlagBeforeTheCommandIsNamed) {
+  RunResult unknown = RunProcess({KtctlPath(), "--nope", "agent", "list"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(unknown.err, "ktctl: unknown flag '--nope' (see ktctl --help)\n");
+  RunResult between = RunProcess({KtctlPath(), "agent", "--nope", "list"});
+  EXPECT_EQ(between.err, "ktctl: unknown flag '--nope' (see ktctl --help)\n");
+  RunResult misplaced = RunProcess({KtctlPath(), "agent", "--tail", "5", "logs", "x"});
+  EXPECT_EQ(misplaced.exit_code, 2);
+  EXPECT_EQ(misplaced.err,
+            "ktctl: flag '--tail' belongs after the command: ktctl agent logs ... --tail\n");
+  RunResult valued = RunProcess({KtctlPath(), "--json=1", "agent", "list"});
+  EXPECT_EQ(valued.exit_code, 2);
+  EXPECT_EQ(valued.err, "ktctl: --json takes no value\n");
+}
+
+// No command is a usage error (exit 2): the help goes to stderr, and under --json stdout holds
+// only the error document.
+TEST(Ktctl, NoCommandIsAUsageError) {
+  RunResult bare = RunProcess({KtctlPath()});
+  EXPECT_EQ(bare.exit_code, 2);
+  EXPECT_EQ(bare.out, "");
+  EXPECT_NE(bare.err.find("usage: ktctl"), std::string::npos) << bare.err;
+  EXPECT_NE(bare.err.find("ktctl: no command given"), std::string::npos) << bare.err;
+  RunResult json = RunProcess({KtctlPath(), "--json"});
+  EXPECT_EQ(json.exit_code, 2);
+  EXPECT_EQ(json.out,
+            "{\"schema_version\":1,\"error\":{\"reason\":\"USAGE\",\"message\":\"no command "
+            "given (see ktctl --help)\"}}\n");
+  RunResult help = RunProcess({KtctlPath(), "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("usage: ktctl"), std::string::npos) << help.out;
+}
+
 TEST(DaemonShell, UnknownFlagIsUsageError) {
   RunResult r = RunProcess({KtesiodPath(), "--bogus"});
   EXPECT_EQ(r.exit_code, 2);

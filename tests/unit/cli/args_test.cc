@@ -126,11 +126,28 @@ TEST(ParseArgs, AJoiningFlagMeansAllOfItsValues) {
   const std::vector<Arg> syntax = {
       {.name = "--selector", .value = "SEL", .alias = "-l", .join = ","},
       {.name = "--timeout", .value = "SECS"}};
-  auto local = ParseArgs(
-      {"-l", "team=a", "--selector=tier in (x,y)", "--timeout", "1", "--timeout", "2"}, syntax);
+  auto local = ParseArgs({"-l", "team=a", "--selector=tier in (x,y)", "--timeout", "1"}, syntax);
   ASSERT_TRUE(local.ok()) << local.status();
   EXPECT_EQ(local->Value("--selector"), "team=a,tier in (x,y)");
-  EXPECT_EQ(local->Value("--timeout"), "2") << "other flags keep their last value";
+  EXPECT_EQ(local->Value("--timeout"), "1");
+}
+
+// Any other value flag given twice is refused: taking the last would hide a mistake
+// ("--manifest a --manifest b" registering the wrong adapter).
+TEST(ParseArgs, AValueFlagGivenTwiceIsRefused) {
+  const std::vector<Arg> syntax = {{.name = "--timeout", .value = "SECS"}, {.name = "--force"}};
+  EXPECT_EQ(ErrorOf({"--timeout", "1", "--timeout=2"}, syntax),
+            "--timeout given twice ('1' and '2'): give it once");
+  EXPECT_TRUE(ParseArgs({"--force", "--force"}, syntax).ok()) << "a switch twice is harmless";
+}
+
+TEST(ParseInvocation, AGlobalSwitchTakesNoValue) {
+  for (const char* given : {"--json=1", "--help=x", "--version="}) {
+    absl::StatusOr<Invocation> inv = ParseInvocation({given, "agent", "list"});
+    ASSERT_FALSE(inv.ok()) << given;
+    EXPECT_NE(inv.status().message().find("takes no value"), std::string_view::npos)
+        << inv.status();
+  }
 }
 
 TEST(Synopsis, RendersOperandsFlagsAndAlternatives) {
