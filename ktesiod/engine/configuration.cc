@@ -99,6 +99,9 @@ absl::StatusOr<std::vector<config::Entry>> Configuration::Get(const std::string&
       std::optional<std::string_view> secret = config::SecretRefName(entry.value);
       absl::StatusOr<std::string> value =
           config_.secrets().Resolve(std::string(*secret), config::ProcessEnvironment());
+      if (!value.ok() && contract::ErrorReason(value.status()) != reason::kDeliveryFailed) {
+        return value.status();  // a refused or unreadable store: not "no such secret"
+      }
       entry.value = value.ok() ? *value : absl::StrCat(entry.value, " (unresolved)");
     }
     shown.push_back(std::move(entry));

@@ -4,6 +4,8 @@
 // sends) — over a real store, registry and supervisor, with the fake process backend and clock:
 // no process, no sleep.
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -234,6 +236,14 @@ TEST_F(InstanceOwnersTest, GetMasksSecretsUnlessRevealedAndNamesMissingKeys) {
             reason::kNotFound);
   EXPECT_TRUE(configuration_->Unset("a", "agent.OTHER").value());
   EXPECT_FALSE(configuration_->Unset("a", "agent.OTHER").value());
+  // A store refused for its mode is that error, with its fix, not a secret said to be missing.
+  ASSERT_EQ(chmod(configuration_->secrets().path().c_str(), 0644), 0);
+  absl::StatusOr<std::vector<config::Entry>> refused =
+      configuration_->Get("a", "agent.API_TOKEN", true);
+  EXPECT_EQ(contract::ErrorReason(refused.status()), reason::kPermissionDenied) << refused.status();
+  EXPECT_NE(refused.status().message().find("chmod 600"), std::string_view::npos)
+      << refused.status();
+  KT_ASSERT_OK(configuration_->Get("a", "agent.API_TOKEN", false).status());  // masked: no read
 }
 
 TEST_F(InstanceOwnersTest, MemoryBackingsChangeOnlyWhileStoppedAndOneKindAtATime) {
