@@ -28,11 +28,14 @@ std::string BudgetSummary(const v1::AgentInstance& instance) {
   if (b.has_cumulative_limit()) {
     parts.push_back(absl::StrCat("total ", b.cumulative_remaining(), "/", b.cumulative_limit()));
   }
+  // Remaining/ceiling, as for tokens: "run $0.40/$5.00 (estimated)".
   if (b.has_per_run_cost_cap()) {
-    parts.push_back(absl::StrCat("run ", FormatDollars(b.per_run_dollars_remaining())));
+    parts.push_back(absl::StrCat("run ", FormatCents(b.per_run_dollars_remaining()), "/",
+                                 FormatDollars(b.per_run_cost_cap())));
   }
   if (b.has_cumulative_cost_cap()) {
-    parts.push_back(absl::StrCat("total ", FormatDollars(b.cumulative_dollars_remaining())));
+    parts.push_back(absl::StrCat("total ", FormatCents(b.cumulative_dollars_remaining()), "/",
+                                 FormatDollars(b.cumulative_cost_cap())));
   }
   parts.push_back(BreachActionName(b.breach_action()));
   return absl::StrJoin(parts, ", ");
@@ -173,14 +176,16 @@ std::string TerminalText(std::string_view text) {
   return out;
 }
 
-std::string FormatDollars(int64_t micros) {
+std::string FormatCents(int64_t micros) {
   // Round half-up to cents for display only; the JSON carries exact micro-dollars.
   const bool negative = micros < 0;
   const uint64_t magnitude =
       negative ? static_cast<uint64_t>(-(micros + 1)) + 1 : static_cast<uint64_t>(micros);
   const uint64_t cents = (magnitude + 5000) / 10000;
-  return absl::StrFormat("%s$%d.%02d (estimated)", negative ? "-" : "", cents / 100, cents % 100);
+  return absl::StrFormat("%s$%d.%02d", negative ? "-" : "", cents / 100, cents % 100);
 }
+
+std::string FormatDollars(int64_t micros) { return FormatCents(micros) + " (estimated)"; }
 
 std::string ListTable(const v1::ListAgentsResponse& response, const ListOptions& options) {
   std::vector<std::vector<std::string>> rows = {

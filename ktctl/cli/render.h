@@ -58,5 +58,7 @@ std::string TerminalText(std::string_view text);
 
 // "$X.XX (estimated)" from micro-dollars.
 std::string FormatDollars(int64_t micros);
+// The same amount without the label: "$1.25".
+std::string FormatCents(int64_t micros);
 
 }  // namespace ktesio::cli

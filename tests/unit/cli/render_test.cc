@@ -13,6 +13,25 @@ TEST(Render, DollarsRoundHalfUpToCents) {
   EXPECT_EQ(FormatDollars(5000), "$0.01 (estimated)");
 }
 
+// The budget column shows dollar caps as it shows token limits: remaining/ceiling.
+TEST(Render, BudgetShowsRemainingAndCeilingForTokensAndDollars) {
+  v1::AgentInstance instance;
+  instance.set_name("b");
+  v1::BudgetView& budget = *instance.mutable_budget();
+  budget.set_per_run_limit(1000);
+  budget.set_per_run_remaining(750);
+  budget.set_per_run_cost_cap(5000000);
+  budget.set_per_run_dollars_remaining(400000);
+  budget.set_cumulative_cost_cap(10000000);
+  budget.set_cumulative_dollars_remaining(0);
+  budget.set_breach_action(v1::BREACH_ACTION_PAUSE);
+  const std::string text = ShowText(instance);
+  EXPECT_NE(text.find("run 750/1000, run $0.40/$5.00 (estimated), total $0.00/$10.00 (estimated), "
+                      "pause"),
+            std::string::npos)
+      << text;
+}
+
 TEST(Render, TerminalTextEscapesControlBytesOnly) {
   EXPECT_EQ(TerminalText("plain text, caf\xc3\xa9 \\ \"q\""), "plain text, caf\xc3\xa9 \\ \"q\"");
   EXPECT_EQ(TerminalText("a\nb\rc\td"), "a\\nb\\rc\\td");
