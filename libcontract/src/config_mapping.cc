@@ -6,6 +6,44 @@
 
 namespace ktesio::contract {
 
+namespace {
+
+constexpr std::string_view kPassThroughPrefix = "agent.";
+
+// Sorted (DocumentedConfigKeys promises it).
+constexpr std::string_view kDocumentedKeys[] = {
+    "autostart",
+    "budget.breach_action",
+    "budget.dollars.cumulative",
+    "budget.dollars.per_run",
+    "budget.tokens.cumulative",
+    "budget.tokens.per_run",
+    "cost.rate.input",
+    "cost.rate.output",
+    "logs.keep",
+    "logs.max_bytes",
+    "memory.dir",
+    "metering.base_url",
+    "metering.upstream_base_url",
+    "model",
+    "restart.backoff_initial_ms",
+    "restart.backoff_max_ms",
+    "restart.max_consecutive",
+    "restart.policy",
+    "restart.reset_after_ms",
+};
+
+}  // namespace
+
+std::span<const std::string_view> DocumentedConfigKeys() { return kDocumentedKeys; }
+
+bool IsMappableConfigKey(std::string_view key) {
+  if (key.starts_with(kPassThroughPrefix)) {
+    return IsValidEnvVarName(key.substr(kPassThroughPrefix.size()));
+  }
+  return std::binary_search(std::begin(kDocumentedKeys), std::end(kDocumentedKeys), key);
+}
+
 RenderedDelivery RenderDelivery(const AdapterDeclaration& declaration,
                                 const std::vector<std::pair<std::string, std::string>>& values) {
   std::map<std::string, std::string> by_key;

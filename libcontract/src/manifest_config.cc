@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "ktesio/contract/config_mapping.h"
 #include "ktesio/contract/home_path.h"
 #include "ktesio/contract/status_macros.h"
+#include "ktesio/contract/suggest.h"
 #include "ktesio/contract/text.h"
 #include "ktesio/contract/validation.h"
 #include "manifest_context.h"
@@ -127,6 +129,23 @@ absl::Status ConfigParser::Mapping(const toml::table& table, const std::vector<s
                           Cat("config key '", DisplayKey(unified_key), "' in ", where,
                               " is invalid: unified keys are dot-separated segments of "
                               "[A-Za-z0-9_-]"));
+  }
+  if (!IsMappableConfigKey(unified_key)) {
+    // Typo protection, as for every other key of the manifest: "modle" would deliver nothing.
+    std::string message = Cat("unknown config key '", DisplayKey(unified_key), "' in ", where);
+    if (unified_key.starts_with("agent.")) {
+      Append(message, ": an agent.<NAME> key needs NAME to be a valid environment variable name");
+    } else {
+      std::vector<std::string> known(DocumentedConfigKeys().begin(), DocumentedConfigKeys().end());
+      if (std::string near = Nearest(unified_key, known); !near.empty()) {
+        Append(message, " (did you mean '", near, "'?)");
+      }
+      Append(message,
+             ": a manifest maps documented unified keys (model, budget.*, cost.rate.*, "
+             "restart.*, logs.*, autostart, memory.dir, metering.base_url, "
+             "metering.upstream_base_url) or agent.<NAME>");
+    }
+    return context_.Error(table.source(), message);
   }
   absl::StatusOr<ConfigTarget> target = Target(*targets[0].first, *targets[0].second, where);
   if (!target.ok()) {

@@ -211,12 +211,12 @@ absl::StatusOr<Kit::Outcome> Kit::ConfigMapping() {
       problems.push_back(problem);
     }
   }
-  // A mapped key the daemon refuses to set (not a documented unified key) can never deliver:
-  // the report says so instead of passing it silently.
+  // A mapped key the daemon refused the kit's value for was not delivered: the report says so
+  // instead of passing it silently. (A manifest can map only documented keys, so this is the
+  // kit's value missing a key's rule, not a key that can never deliver.)
   const std::string unexercised =
       skipped.empty() ? ""
-                      : "not exercised: " + Join(skipped) +
-                            " (config set refuses them: not documented unified keys)";
+                      : "not exercised: " + Join(skipped) + " (config set refused the kit's value)";
   if (problems.empty()) {
     return Outcome{kPass, unexercised};
   }

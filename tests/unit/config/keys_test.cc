@@ -6,6 +6,7 @@
 
 #include "config/money.h"
 #include "gtest/gtest.h"
+#include "ktesio/contract/config_mapping.h"
 #include "testing.h"
 
 namespace ktesio::daemon::config {
@@ -135,6 +136,22 @@ TEST(ValidateValueTest, RejectsBadValuesNamingTheRule) {
                          reason::kConfigInvalid, c.substring))
         << c.key << "=" << c.value;
   }
+}
+
+// The manifest parser (libcontract) lets adapters map exactly the keys the daemon knows: a key
+// added to one table and not the other would be refused at registration or never delivered.
+TEST(KnownKeysTest, AreTheKeysAManifestMayMap) {
+  std::vector<std::string> daemon;
+  for (const KeySpec& spec : KnownKeys()) {
+    daemon.emplace_back(spec.key);
+  }
+  std::vector<std::string> contract(contract::DocumentedConfigKeys().begin(),
+                                    contract::DocumentedConfigKeys().end());
+  EXPECT_EQ(daemon, contract);
+  EXPECT_TRUE(std::is_sorted(contract.begin(), contract.end()));
+  EXPECT_TRUE(contract::IsMappableConfigKey("agent.HOME_DIR"));
+  EXPECT_FALSE(contract::IsMappableConfigKey("agent.1X"));
+  EXPECT_FALSE(contract::IsMappableConfigKey("temperature"));
 }
 
 TEST(ValidateKeyTest, PassThroughTailMustBeAnEnvName) {

@@ -14,28 +14,46 @@ namespace {
 using testing::IsOk;
 using Values = std::vector<std::pair<std::string, std::string>>;
 
+ConfigTarget EnvTarget(std::string variable) {
+  ConfigTarget target;
+  target.kind = ConfigTarget::Kind::kEnv;
+  target.env = std::move(variable);
+  return target;
+}
+ConfigTarget FlagTarget(std::string flag) {
+  ConfigTarget target;
+  target.kind = ConfigTarget::Kind::kFlag;
+  target.flag = std::move(flag);
+  return target;
+}
+ConfigTarget FileTarget(std::string path, std::string key) {
+  ConfigTarget target;
+  target.kind = ConfigTarget::Kind::kFile;
+  target.file_path = std::move(path);
+  target.file_key = std::move(key);
+  return target;
+}
+
+// Rendering is pure: any key renders through its target. The mapping is built here rather than
+// parsed because a manifest may map only documented keys, and these are rendering cases.
 AdapterDeclaration DeclarationWithConfig() {
   absl::StatusOr<AdapterDeclaration> parsed =
       ParseManifest(std::string(ktesio::testing::kMinimalManifest) + R"([config.model]
 env = "MODEL"
-[config.temperature]
-flag = "--temperature"
-[config.effort]
-flag = "--effort"
-[config."llm.endpoint"]
-file = { path = "config/agent.toml", key = "llm.endpoint" }
-[config."llm.model"]
-file = { path = "config/agent.toml", key = "llm.model" }
 [config."memory.dir"]
 file = { path = "paths.toml", key = "memory" }
 [config."agent.OVERRIDE"]
 env = "MAPPED_OVERRIDE"
-[config.token]
-env = "TOKEN"
 )",
                     "test");
   EXPECT_TRUE(IsOk(parsed));
-  return parsed.ok() ? *parsed : AdapterDeclaration{};
+  AdapterDeclaration declaration = parsed.ok() ? *parsed : AdapterDeclaration{};
+  declaration.config["temperature"] = FlagTarget("--temperature");
+  declaration.config["effort"] = FlagTarget("--effort");
+  declaration.config["llm.endpoint"] = FileTarget("config/agent.toml", "llm.endpoint");
+  declaration.config["llm.model"] = FileTarget("config/agent.toml", "llm.model");
+  declaration.config["token"] = EnvTarget("TOKEN");
+  return declaration;
 }
 
 TEST(RenderDeliveryTest, EnvTargets) {

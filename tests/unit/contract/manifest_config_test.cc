@@ -24,9 +24,9 @@ TEST(ManifestConfigTest, EachTargetKind) {
   absl::StatusOr<AdapterDeclaration> parsed = ParseConfig(R"(
 [config.model]
 env = "MODEL"
-[config.temperature]
-flag = "--temperature"
-[config."llm.endpoint"]
+[config."logs.keep"]
+flag = "--keep"
+[config."metering.upstream_base_url"]
 file = { path = "config/agent.toml", key = "llm.endpoint" }
 )");
   ASSERT_TRUE(IsOk(parsed));
@@ -34,10 +34,10 @@ file = { path = "config/agent.toml", key = "llm.endpoint" }
   const ConfigTarget& env = parsed->config.at("model");
   EXPECT_EQ(env.kind, ConfigTarget::Kind::kEnv);
   EXPECT_EQ(env.env, "MODEL");
-  const ConfigTarget& flag = parsed->config.at("temperature");
+  const ConfigTarget& flag = parsed->config.at("logs.keep");
   EXPECT_EQ(flag.kind, ConfigTarget::Kind::kFlag);
-  EXPECT_EQ(flag.flag, "--temperature");
-  const ConfigTarget& file = parsed->config.at("llm.endpoint");
+  EXPECT_EQ(flag.flag, "--keep");
+  const ConfigTarget& file = parsed->config.at("metering.upstream_base_url");
   EXPECT_EQ(file.kind, ConfigTarget::Kind::kFile);
   EXPECT_EQ(file.file_path, "config/agent.toml");
   EXPECT_EQ(file.file_key, "llm.endpoint");
@@ -159,15 +159,24 @@ TEST(ManifestConfigTest, Rejections) {
       {"nul in path", "[config.model]\nfile = { path = \"a\\u0000b\", key = \"m\" }\n", "NUL byte"},
       {"home itself", "[config.model]\nfile = { path = \"a/..\", key = \"m\" }\n",
        "names the home itself"},
-      {"two keys one env", "[config.model]\nenv = \"M\"\n[config.other]\nenv = \"M\"\n",
-       "adapter.toml: config keys 'model' and 'other' are both delivered to env variable M"},
+      {"two keys one env", "[config.model]\nenv = \"M\"\n[config.autostart]\nenv = \"M\"\n",
+       "adapter.toml: config keys 'autostart' and 'model' are both delivered to env variable M"},
       {"file keys nested",
-       "[config.a]\nfile = { path = \"c.toml\", key = \"llm\" }\n"
-       "[config.b]\nfile = { path = \"./c.toml\", key = \"llm.model\" }\n",
-       "config keys 'a' and 'b' conflict in file 'c.toml': native keys 'llm' and 'llm.model'"},
+       "[config.\"agent.A\"]\nfile = { path = \"c.toml\", key = \"llm\" }\n"
+       "[config.\"agent.B\"]\nfile = { path = \"./c.toml\", key = \"llm.model\" }\n",
+       "config keys 'agent.A' and 'agent.B' conflict in file 'c.toml': native keys 'llm' and "
+       "'llm.model'"},
+      {"undocumented key", "[config.modle]\nenv = \"M\"\n",
+       "adapter.toml:10:1: unknown config key 'modle' in [config.modle] (did you mean 'model'?): a "
+       "manifest maps documented unified keys"},
+      {"undocumented nested key", "[config.llm.endpoint]\nenv = \"M\"\n",
+       "unknown config key 'llm.endpoint' in [config.llm.endpoint]"},
+      {"pass-through tail no env name", "[config.\"agent.1X\"]\nenv = \"M\"\n",
+       "unknown config key 'agent.1X' in [config.\"agent.1X\"]: an agent.<NAME> key needs NAME to "
+       "be a valid environment variable name"},
       {"file keys equal",
-       "[config.a]\nfile = { path = \"c.toml\", key = \"m\" }\n"
-       "[config.b]\nfile = { path = \"c.toml\", key = \"m\" }\n",
+       "[config.\"agent.A\"]\nfile = { path = \"c.toml\", key = \"m\" }\n"
+       "[config.\"agent.B\"]\nfile = { path = \"c.toml\", key = \"m\" }\n",
        "conflict in file 'c.toml'"},
   };
   for (const ErrorCase& c : cases) {
@@ -184,15 +193,15 @@ TEST(ManifestConfigTest, ConfigMustBeATable) {
 
 TEST(ManifestConfigTest, SameNativeKeyInDifferentFilesOrPrefixNamesIsFine) {
   absl::StatusOr<AdapterDeclaration> parsed = ParseConfig(R"(
-[config.a]
+[config."agent.A"]
 file = { path = "one.toml", key = "llm" }
-[config.b]
+[config."agent.B"]
 file = { path = "two.toml", key = "llm" }
-[config.c]
+[config."agent.C"]
 file = { path = "one.toml", key = "llmx.model" }
-[config.d]
+[config."agent.D"]
 flag = "--v"
-[config.e]
+[config."agent.E"]
 flag = "--v"
 )");
   EXPECT_TRUE(IsOk(parsed));

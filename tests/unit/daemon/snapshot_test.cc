@@ -35,7 +35,7 @@ channel = "http"
 env = "MODEL"
 [config."budget.tokens.per_run"]
 flag = "--max-tokens"
-[config.theme]
+[config."agent.THEME"]
 file = { path = "config/agent.toml", key = "ui.theme" }
 )";
 
@@ -82,7 +82,7 @@ TEST(Snapshot, AdapterJsonHasFullDeclaration) {
         "\"pause\":{\"linux\":\"guaranteed\",\"macos\":\"unsupported\","
         "\"windows\":\"best-effort\"}",
         "\"metering_source\":\"engine-observed\"", "\"interaction_channel\":\"http\"",
-        "\"theme\":{\"file\":{\"path\":\"config/agent.toml\",\"key\":\"ui.theme\"}}",
+        "\"agent.THEME\":{\"file\":{\"path\":\"config/agent.toml\",\"key\":\"ui.theme\"}}",
         "\"budget.tokens.per_run\":{\"flag\":\"--max-tokens\"}",
         "\"start\":{\"exec\":\"agent\",\"args\":[\"--serve\",\"x y\"],\"env\":{\"A\":\"1\","
         "\"B\":\"two\"}}",

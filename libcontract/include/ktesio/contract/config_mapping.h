@@ -5,6 +5,7 @@
 // The daemon resolves values (layers, secrets) first and performs the actual delivery after.
 
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,6 +15,14 @@
 #include "ktesio/contract/declaration.h"
 
 namespace ktesio::contract {
+
+// The documented unified config keys, sorted: the only keys besides `agent.<NAME>` pass-through
+// keys (NAME a valid environment variable name) that a manifest's [config] may map. The daemon's
+// key table (ktesiod/config/keys.cc) holds the same names; a test keeps the two equal.
+std::span<const std::string_view> DocumentedConfigKeys();
+
+// Whether a manifest may map `key`: a documented unified key or `agent.<NAME>`.
+bool IsMappableConfigKey(std::string_view key);
 
 // What one start delivers, grouped by mechanism.
 struct RenderedDelivery {
