@@ -21,8 +21,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "ktesio/contract/declaration.h"
 #include "ktesio/contract/status_macros.h"
 #include "ktesio/tck/kit.h"
+#include "ktesio/v1/version.h"
 #include "private_daemon.h"
 
 namespace {
@@ -36,6 +38,24 @@ constexpr char kUsage[] =
     "usage: ktesio-tck (--manifest DIR_OR_FILE | --kind BUILTIN) [--json] [--socket PATH]\n"
     "                  [--section ID ...] [--probe PATH] [--subject-program]\n";
 
+constexpr char kHelp[] =
+    "\nRuns the Conformance Test Kit against one adapter: a manifest (adapter.toml or its\n"
+    "directory) or a daemon builtin. Each section exercises one machine-checkable duty of the\n"
+    "Adapter Contract v1 through the daemon's API, on a private daemon unless --socket names one.\n"
+    "\n"
+    "  --manifest DIR_OR_FILE  the adapter under test\n"
+    "  --kind BUILTIN          a daemon builtin instead (hermes, mock)\n"
+    "  --json                  the report as one JSON document on stdout\n"
+    "  --socket PATH           use the running daemon at PATH instead of a private one\n"
+    "  --section ID            run only this section (repeatable)\n"
+    "  --probe PATH            the kit's stand-in agent (default: next to ktesio-tck, or\n"
+    "                          $KTESIO_PROBE)\n"
+    "  --subject-program       run the adapter's own program where a section allows it\n"
+    "  --version               print the kit's versions\n"
+    "\n"
+    "Exit: 0 when no section failed, 1 when one did (or the daemon could not be started),\n"
+    "2 for a usage error.\n";
+
 // The command line.
 struct Args {
   Options options;  // sections and subject_program set by ParseArgs, the rest by Resolve*
@@ -45,6 +65,7 @@ struct Args {
   std::string probe;
   bool json = false;
   bool help = false;
+  bool version = false;
 };
 
 // --- argument parsing ----------------------------------------------------------------------------
@@ -76,6 +97,10 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       args.help = true;
+      return args;
+    }
+    if (arg == "--version") {
+      args.version = true;
       return args;
     }
     if (arg == "--json" || arg == "--subject-program") {
@@ -226,7 +251,12 @@ int main(int argc, char** argv) {
     return Usage(args.status().message());
   }
   if (args->help) {
-    std::cout << kUsage;
+    std::cout << kUsage << kHelp;
+    return 0;
+  }
+  if (args->version) {
+    std::cout << "ktesio-tck " << ktesio::v1::kKtesioVersion << " (api " << ktesio::v1::kApiVersion
+              << ", contract " << ktesio::contract::kContractVersion << ")\n";
     return 0;
   }
   if (absl::Status resolved = ResolveSubjectAndProbe(*args); !resolved.ok()) {

@@ -245,6 +245,13 @@ TEST(TckTest, UsageAndUnreachableDaemon) {
   EXPECT_EQ(Tck({}).exit_code, 2);
   EXPECT_EQ(Tck({"--kind", "mock", "--section", "nope"}).exit_code, 2);
   EXPECT_EQ(Tck({"--kind", "mock", "--socket", "/tmp/kt-tck-no-such.sock"}).exit_code, 1);
+  RunResult version = Tck({"--version"});
+  EXPECT_EQ(version.exit_code, 0) << version.err;
+  EXPECT_EQ(version.out.rfind("ktesio-tck ", 0), 0U) << version.out;
+  EXPECT_NE(version.out.find("contract 1.0.0"), std::string::npos) << version.out;
+  RunResult help = Tck({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--subject-program"), std::string::npos) << help.out;
 }
 
 }  // namespace
