@@ -198,7 +198,14 @@ void Supervisor::BeginRespawnedRun(store::InstanceRow& row, const process::Respa
   const std::string name = row.name;
   const auto waited = std::chrono::milliseconds(now - *row.started_at_ms);
   if (waited >= internal::kReadinessWindow) {
-    // Recorded late (the daemon was down): the relaunched run is past its readiness window.
+    // Recorded late (the daemon was down): the relaunched run is past its readiness window, unless
+    // its exit record says it ended within the window. Then it stays `starting`, and the exit,
+    // applied next by the reconciliation, fails it as the start it was (launch-error).
+    std::optional<process::ExitRecord> exit = backend_.ReadExit(RunDir(row.home));
+    if (exit.has_value() && exit->at_ms > 0 &&
+        exit->at_ms - *row.started_at_ms < internal::kReadinessWindow.count()) {
+      return;
+    }
     OnReady(name, generation);
     return;
   }

@@ -1075,6 +1075,28 @@ TEST_F(SupervisorTest, ARelaunchedRunThatEndedWhileTheDaemonWasDownIsAnOrdinaryR
   EXPECT_EQ(Row("a").restart_count, 1);
 }
 
+// ... but a relaunched run whose exit record falls inside its readiness window was a start that
+// failed, as it would have been read with a daemon watching: never `running` (adapter-ready).
+TEST_F(SupervisorTest, ARelaunchThatDiedWithinItsWindowWhileTheDaemonWasDownIsALaunchError) {
+  Register("a");
+  StartRunning("a");
+  backend_.DropWatches();
+  MakeSupervisor();
+  backend_.set_now_ms(clock_.NowUnixMs());
+  const pid_t relaunched =
+      backend_.ExitUnderGrant(Row("a").pid.value(), {ExitRecord::Kind::kExited, 4}, 5000);
+  ASSERT_GT(relaunched, 0);
+  backend_.Exit(relaunched, {ExitRecord::Kind::kExited, 5, clock_.NowUnixMs() + 40});
+  clock_.Advance(milliseconds(10000));
+  transitions_.clear();
+  supervisor_->Reconcile();
+  Settle();
+  EXPECT_EQ(transitions_, (std::vector<std::string>{"a:failed", "a:starting", "a:failed"}));
+  EXPECT_EQ(CauseOf("a"),
+            "launch-error{'/usr/bin/agent' exited within the readiness window: exit code 5}");
+  EXPECT_EQ(Row("a").restart_count, 1);
+}
+
 TEST_F(SupervisorTest, NoGrantWithoutAWatchOrAfterAConfigEditUntilTheNextLaunch) {
   Register("unwatched");
   backend_.set_run_dirs_watchable(false);
