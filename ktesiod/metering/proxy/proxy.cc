@@ -3,6 +3,9 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
+#include <memory>
 
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/detached.hpp"
@@ -107,7 +110,20 @@ void MeteringProxy::Close(const std::string& instance) {
     impl_->listeners.erase(it);
   }
   Impl* impl = impl_.get();
-  asio::post(impl_->io, [impl, listener] { impl->CloseListener(*listener); });
+  if (impl_->io.get_executor().running_in_this_thread()) {
+    impl->CloseListener(*listener);
+  } else {
+    // The port is free when this returns: a restart re-opens it at once, and a listener still
+    // open on the proxy's thread would make that bind fail and move the agent's URL. (Bounded: a
+    // proxy thread that no longer runs, at shutdown, is not waited for.)
+    auto closed = std::make_shared<std::promise<void>>();
+    std::future<void> done = closed->get_future();
+    asio::post(impl_->io, [impl, listener, closed] {
+      impl->CloseListener(*listener);
+      closed->set_value();
+    });
+    done.wait_for(std::chrono::seconds(1));
+  }
   impl_->log->info("metering proxy closed instance={}", instance);
 }
 

@@ -591,6 +591,21 @@ TEST_F(ProxyTest, ClosingTheListenerRefusesNewConnectionsAndPortCanBeReclaimed) 
   EXPECT_EQ(HttpRequest(port, "GET", "/v1/models").status, 200);
 }
 
+// A restart closes the listener and opens it again at once: the port must be free by then, or the
+// agent's URL would move (the bind failing on a listener still open on the proxy's thread).
+TEST_F(ProxyTest, AListenerClosedIsFreeForAnImmediateReopen) {
+  auto proxy = MakeProxy();
+  absl::StatusOr<Upstream> upstream = ParseUpstream("k", provider_.url());
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_EQ(HttpRequest(port, "GET", "/v1/models").status, 200) << "round " << round;
+    proxy->Close("agent");
+    absl::StatusOr<uint16_t> again = proxy->Open("agent", *upstream, port, true);
+    ASSERT_TRUE(again.ok()) << "round " << round << ": " << again.status();
+    ASSERT_EQ(*again, port);
+  }
+}
+
 TEST_F(ProxyTest, BlockedInstanceGets429ForModelCallsOnly) {
   auto proxy = MakeProxy();
   const uint16_t port = OpenFor(*proxy, provider_.url() + "/v1");
