@@ -299,6 +299,11 @@ TomlKind JsonKindOf(std::string_view key, std::string_view value) {
 }
 
 absl::Status ValidateKey(std::string_view key, Writer writer) {
+  if (key.size() > kMaxKeyBytes) {
+    // Not echoed: a key this long is no typo to suggest for (and would fill the message).
+    return ConfigInvalid(Cat("config key '", Escape(key.substr(0, 24)), "...' is ", key.size(),
+                             " bytes long; keys are at most ", kMaxKeyBytes, " bytes"));
+  }
   const KeySpec* spec = FindKey(key);
   if (spec != nullptr) {
     if (spec->reserved && writer == Writer::kOperator) {

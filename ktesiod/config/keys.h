@@ -51,6 +51,9 @@ inline constexpr std::string_view kPassThroughPrefix = "agent.";
 inline constexpr std::string_view kSecretPrefix = "secret:";
 // Largest string value accepted for any key (a config value is not a file).
 inline constexpr std::size_t kMaxValueBytes = 64 * 1024;
+// The longest key (an agent.<NAME> pass-through key included): every documented key is far
+// shorter, and a NAME this long is delivered as an environment variable of that name.
+inline constexpr std::size_t kMaxKeyBytes = 256;
 // Unsigned keys are capped at INT64_MAX: TOML integers and SQLite integers are signed 64-bit.
 inline constexpr std::uint64_t kMaxUnsigned = 9223372036854775807ULL;
 

@@ -163,6 +163,20 @@ TEST(ValidateKeyTest, PassThroughTailMustBeAnEnvName) {
   EXPECT_TRUE(IsOk(ValidateKey("agent.OPENAI_API_KEY")));
 }
 
+// A key has a length limit as a value has: a megabyte-long agent.<NAME> was stored and then made
+// every start fail (the environment too large to exec), and could not even be unset from a shell.
+TEST(ValidateKeyTest, KeysHaveALengthLimit) {
+  const std::string longest = "agent." + std::string(kMaxKeyBytes - 6, 'K');
+  EXPECT_TRUE(IsOk(ValidateKey(longest)));
+  const std::string huge = "agent." + std::string(1 << 20, 'K');
+  absl::Status refused = ValidateKey(huge);
+  EXPECT_TRUE(StatusIs(refused, absl::StatusCode::kInvalidArgument, reason::kConfigInvalid,
+                       "bytes long; keys are at most 256 bytes"));
+  EXPECT_LT(refused.message().size(), 200U) << "the key is echoed";
+  EXPECT_TRUE(StatusIs(ValidateKey(longest + "K"), absl::StatusCode::kInvalidArgument,
+                       reason::kConfigInvalid, "257 bytes long"));
+}
+
 TEST(ValidateKeyTest, ReservedKeysAreOwnedByTheEngine) {
   for (const char* key : {"metering.base_url", "memory.dir"}) {
     EXPECT_TRUE(StatusIs(ValidateValue(key, "/x"), absl::StatusCode::kPermissionDenied,
