@@ -45,6 +45,42 @@ inline std::vector<std::string> ConnectionTokens(const http::header<isRequest, F
   return tokens;
 }
 
+// What a request's Transfer-Encoding fields say about its body (RFC 9112 §6). The proxy
+// understands one coding, `chunked`, applied once and last.
+enum class TransferCoding {
+  kNone,         // no Transfer-Encoding: Content-Length (or nothing) frames the body
+  kChunked,      // exactly "chunked"
+  kUnsupported,  // chunked last, but another coding before it: the body cannot be relayed as sent
+  kInvalid,      // chunked not last, or twice: the body has no knowable end
+};
+template <class Fields>
+inline TransferCoding RequestTransferCoding(const http::header<true, Fields>& head) {
+  std::vector<std::string> codings;
+  for (const auto& field : head) {
+    if (field.name() != http::field::transfer_encoding) {
+      continue;
+    }
+    for (absl::string_view token :
+         absl::StrSplit(absl::string_view(field.value().data(), field.value().size()), ',')) {
+      // A coding's parameters (";q=…") do not change which coding it is.
+      absl::string_view coding = token.substr(0, token.find(';'));
+      std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(coding));
+      if (!name.empty()) {
+        codings.push_back(std::move(name));
+      }
+    }
+  }
+  if (codings.empty()) {
+    return head.find(http::field::transfer_encoding) == head.end() ? TransferCoding::kNone
+                                                                   : TransferCoding::kInvalid;
+  }
+  const auto chunked = std::count(codings.begin(), codings.end(), "chunked");
+  if (codings.back() != "chunked" || chunked > 1) {
+    return TransferCoding::kInvalid;
+  }
+  return codings.size() == 1 ? TransferCoding::kChunked : TransferCoding::kUnsupported;
+}
+
 // Header names the Connection field lists as hop-by-hop (its tokens other than close/keep-alive).
 template <bool isRequest, class Fields>
 inline std::vector<std::string> ConnectionListed(const http::header<isRequest, Fields>& head) {

@@ -129,6 +129,12 @@ inline constexpr std::string_view kMethodNotAllowedBody =
 inline constexpr std::string_view kBadRequestBody =
     R"({"error":{"type":"bad_request","message":"ktesio metering proxy: the request is not )"
     R"(valid HTTP/1.1"}})";
+inline constexpr std::string_view kTransferCodingBody =
+    R"({"error":{"type":"bad_request","message":"ktesio metering proxy: the request's )"
+    R"(Transfer-Encoding does not end in one chunked coding"}})";
+inline constexpr std::string_view kUnsupportedCodingBody =
+    R"({"error":{"type":"not_implemented","message":"ktesio metering proxy: request bodies )"
+    R"(are relayed with no transfer coding but chunked"}})";
 inline constexpr std::string_view kHeadersTooLargeBody =
     R"({"error":{"type":"request_header_too_large","message":"ktesio metering proxy: the )"
     R"(request's header exceeds the proxy's limit"}})";

@@ -387,6 +387,18 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
     co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
     co_return std::nullopt;
   }
+  // Only chunked, once and last, is understood (RFC 9112 §6.1, §6.3): with any other coding the
+  // body's end is unknown or its bytes would reach the provider misdescribed, and what follows on
+  // the connection cannot be trusted to be a next request. Answered and closed.
+  if (const TransferCoding coding = RequestTransferCoding(head);
+      coding == TransferCoding::kInvalid || coding == TransferCoding::kUnsupported) {
+    const std::string reply =
+        coding == TransferCoding::kInvalid
+            ? FixedResponse(400, "Bad Request", kTransferCodingBody, false)
+            : FixedResponse(501, "Not Implemented", kUnsupportedCodingBody, false);
+    co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+    co_return std::nullopt;
+  }
   if (parser.content_length().value_or(0) > options.max_request_bytes) {  // declared over the cap
     const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
     co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
@@ -398,9 +410,16 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
                                Await(ec));
   }
   // The body: parsed from what the head's read brought (most requests arrive whole), then read.
+  const auto head_fields = std::distance(head.begin(), head.end());
   parser.eager(true);
   co_await proxy_internal::ReadParse(
       socket, buffer, parser, [](const auto& p) { return p.is_done(); }, ec);
+  // A chunked body's trailer fields are merged into the head by the parser: dropped (RFC 9110
+  // §6.5.1 lets a recipient that removes the chunking discard them), never forwarded as header
+  // fields nobody checked.
+  for (auto field = std::next(parser.get().begin(), head_fields); field != parser.get().end();) {
+    field = parser.get().erase(field);
+  }
   if (ec == http::error::body_limit) {
     const std::string reply = FixedResponse(413, "Payload Too Large", kTooLargeBody, false);
     co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));

@@ -545,6 +545,53 @@ TEST_F(ProxyTest, MalformedHttpGets400AndTheProxyKeepsServing) {
   EXPECT_EQ(HttpRequest(port, "GET", "/v1/models").status, 200);
 }
 
+// A Transfer-Encoding the proxy cannot relay as sent is answered and the connection closed: the
+// body's end is unknown, so bytes after the head are never read as a next request (smuggling).
+TEST_F(ProxyTest, ATransferCodingOtherThanChunkedIsRefusedAndTheConnectionClosed) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  const std::string smuggled = "GET /echo?smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (const auto& [coding, status] :
+       std::vector<std::pair<std::string, std::string>>{{"gzip", "400"},
+                                                        {"identity", "400"},
+                                                        {"chunked, chunked", "400"},
+                                                        {"gzip, chunked", "501"}}) {
+    const int fd = ConnectWithReadTimeout(port);
+    ASSERT_GE(fd, 0);
+    const std::string request =
+        "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + coding + "\r\n\r\n" + smuggled;
+    ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+    const std::string got = ReadUntil(fd, [](const std::string&) { return false; });
+    close(fd);
+    EXPECT_EQ(got.substr(0, 12), "HTTP/1.1 " + status) << coding << ": " << got;
+    EXPECT_EQ(got.find("HTTP/1.1", 12), std::string::npos) << coding << ": a second reply";
+    EXPECT_EQ(got.find("smuggled"), std::string::npos) << coding << ": " << got;
+  }
+  EXPECT_EQ(HttpRequest(port, "GET", "/v1/models").status, 200);
+}
+
+// A chunked body's trailer fields are dropped, not forwarded as header fields.
+TEST_F(ProxyTest, ChunkedTrailersAreNotForwardedAsHeaderFields) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  const int fd = ConnectWithReadTimeout(port);
+  ASSERT_GE(fd, 0);
+  const std::string request =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nX-Head: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhello\r\n0\r\nX-Trailer: t1\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  const std::string got = ReadUntil(fd, [](const std::string& so_far) {
+    return so_far.find("\"body_length\"") != std::string::npos &&
+           so_far.find('}', so_far.find("\"body_length\"")) != std::string::npos;
+  });
+  close(fd);
+  EXPECT_NE(got.find("\"x-head\""), std::string::npos) << got;
+  EXPECT_EQ(got.find("x-trailer"), std::string::npos) << got;
+  EXPECT_NE(got.find("\"body_length\": 5"), std::string::npos) << got;
+}
+
 TEST_F(ProxyTest, ConcurrentStreamsFromOneAgentAreAllMetered) {
   auto proxy = MakeProxy();
   const uint16_t port = OpenFor(*proxy, provider_.url());

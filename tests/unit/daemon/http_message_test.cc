@@ -44,6 +44,30 @@ TEST(HttpMessage, KeepAliveFollowsEveryConnectionFieldAndTheVersion) {
   EXPECT_TRUE(WantsKeepAlive(old));
 }
 
+// Only one chunked coding, last, is understood; RFC 9112 §6.3 makes anything else with chunked
+// not last a request without a knowable end.
+TEST(HttpMessage, TheRequestTransferCodingIsChunkedOnceAndLastOrRefused) {
+  auto coding = [](std::vector<std::string> values) {
+    http::request_header<> request;
+    for (const std::string& value : values) {
+      request.insert(http::field::transfer_encoding, value);
+    }
+    return RequestTransferCoding(request);
+  };
+  EXPECT_EQ(coding({}), TransferCoding::kNone);
+  EXPECT_EQ(coding({"chunked"}), TransferCoding::kChunked);
+  EXPECT_EQ(coding({" Chunked "}), TransferCoding::kChunked);
+  EXPECT_EQ(coding({"gzip, chunked"}), TransferCoding::kUnsupported);
+  EXPECT_EQ(coding({"gzip", "chunked"}), TransferCoding::kUnsupported);  // two fields, one list
+  EXPECT_EQ(coding({"gzip"}), TransferCoding::kInvalid);
+  EXPECT_EQ(coding({"identity"}), TransferCoding::kInvalid);
+  EXPECT_EQ(coding({"chunked, gzip"}), TransferCoding::kInvalid);
+  EXPECT_EQ(coding({"chunked, chunked"}), TransferCoding::kInvalid);
+  EXPECT_EQ(coding({"chunked", "chunked"}), TransferCoding::kInvalid);
+  EXPECT_EQ(coding({""}), TransferCoding::kInvalid);
+  EXPECT_EQ(coding({" , "}), TransferCoding::kInvalid);
+}
+
 TEST(HttpMessage, AFixedReplyIsJsonWithItsLengthAndClosesUnlessKeptAlive) {
   EXPECT_EQ(FixedResponse(429, "Too Many Requests", R"({"e":1})", true),
             "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
