@@ -161,6 +161,8 @@ const std::map<std::string_view, Apply>& Keys() {
       {"stop_timeout_secs", Integer("stop_timeout_secs", &O::stop_timeout_secs, 0, 86400)},
       {"max_instances", Integer("max_instances", &O::max_instances, 1, 1000000)},
       {"max_streams", Integer("max_streams", &O::max_streams, 1, 100000)},
+      {"api_idle_timeout_secs",
+       Integer("api_idle_timeout_secs", &O::api_idle_timeout_secs, 1, 86400)},
       {"memory_trim_idle_secs",
        Integer("memory_trim_idle_secs", &O::memory_trim_idle_secs, 0, 86400, " (0 = never)")},
       {"retention_events_secs", Integer("retention_events_secs", &O::retention_events_secs, 0,
@@ -199,7 +201,8 @@ std::string UnknownKey(std::string_view name) {
           : "known: version, log_level, socket, socket_group, metering_ca_file, "
             "metering_max_request_bytes, metering_max_connections, "
             "metering_max_connections_per_agent, metering_header_timeout_secs, "
-            "stop_timeout_secs, max_instances, retention_*, max_streams, memory_trim_idle_secs, "
+            "stop_timeout_secs, max_instances, retention_*, max_streams, api_idle_timeout_secs, "
+            "memory_trim_idle_secs, "
             "metrics_listen, otlp_*";
   return Cat("unknown key '", name, "' (", known, ")");
 }

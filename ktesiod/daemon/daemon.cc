@@ -124,6 +124,8 @@ void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions&
   restart_only("socket_group", fresh.socket_group != running.socket_group);
   restart_only("metering_ca_file", fresh.metering_ca_file != running.metering_ca_file);
   restart_only("metrics_listen", fresh.metrics_listen != running.metrics_listen);
+  restart_only("api_idle_timeout_secs",
+               fresh.api_idle_timeout_secs != running.api_idle_timeout_secs);
   restart_only("memory_trim_idle_secs",
                fresh.memory_trim_idle_secs != running.memory_trim_idle_secs);
   restart_only("otlp_*", !(fresh.otlp == running.otlp));
@@ -304,11 +306,17 @@ class ApiServer {
         fleet_(context_) {}
 
   // Builds and starts the server with the request counter's interceptor. Errors: INTERNAL.
-  absl::Status Start(api::RequestCounter& requests) {
+  absl::Status Start(api::RequestCounter& requests, uint32_t api_idle_timeout_secs) {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     builder.SetMaxReceiveMessageSize(static_cast<int>(contract::kMaxRequestBytes));
+    // Connections hold descriptors, and this gRPC neither caps their number nor, by default,
+    // ends a silent one: one without a call for api_idle_timeout_secs is sent away, whatever it
+    // sent (nothing, half a preface, a whole one). A client reconnects at its next call; a stream
+    // being followed is a call, so never idle.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(api_idle_timeout_secs * 1000));
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
     counting.push_back(requests.Factory());
     builder.experimental().SetInterceptorCreators(std::move(counting));
@@ -390,7 +398,7 @@ int RunDaemon(const DaemonOptions& flags, platform::ServiceHost& host) {
   server::PeerTable peers;
   ApiServer api(api::ApiContext{
       engine->get(), &peers, {geteuid(), settled->group}, MakeLogger("api", options.log_level)});
-  if (absl::Status status = api.Start(requests); !status.ok()) {
+  if (absl::Status status = api.Start(requests, options.api_idle_timeout_secs); !status.ok()) {
     return failed("start failed", status);
   }
   (*engine)->Start();

@@ -28,6 +28,8 @@ struct DaemonOptions {
   uint32_t stop_timeout_secs = 30;  // graceful stop window when a command names none
   uint64_t max_instances = 10000;   // registrations beyond this are refused
   uint32_t max_streams = 1024;      // concurrent event subscriptions + log follows
+  // An API connection without a call for this long is sent away (its client reconnects).
+  uint32_t api_idle_timeout_secs = 60;
   // Retention (docs/operations.md "Retention"); 0 = keep forever / no count limit.
   int64_t retention_events_secs = 90 * 86400;
   int64_t retention_events_max = 1'000'000;

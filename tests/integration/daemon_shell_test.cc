@@ -330,6 +330,46 @@ TEST(DaemonShell, OtherUidIsRefusedWithPermissionDenied) {
   EXPECT_EQ(daemon.Ctl({"daemon", "status"}).exit_code, 0);
 }
 
+// A connection that makes no call (silent, half a preface, or a whole one) does not hold one of
+// the daemon's descriptors for good: it is sent away after api_idle_timeout_secs (2 s here, 60 by
+// default), and the daemon answers meanwhile.
+TEST(DaemonShell, AConnectionWithoutACallIsClosedWhenIdle) {
+  DaemonHarness daemon;
+  WriteFileOrDie(daemon.dir() + "/ktesiod.toml", "api_idle_timeout_secs = 2\n");
+  ASSERT_TRUE(daemon.Start({"--config", daemon.dir() + "/ktesiod.toml"})) << daemon.DaemonLog();
+  auto connect_raw = [&] {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, daemon.socket().c_str(), sizeof(address.sun_path) - 1);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    timeval wait{.tv_sec = 30, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+    return fd;
+  };
+  const int silent = connect_raw();
+  const int half = connect_raw();
+  const std::string preface = "PRI * HTTP/2.0\r\n";
+  ASSERT_EQ(write(half, preface.data(), preface.size()), static_cast<ssize_t>(preface.size()));
+  const int whole = connect_raw();
+  const std::string complete = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
+                               std::string("\0\0\0\x04\0\0\0\0\0", 9);  // empty SETTINGS
+  ASSERT_EQ(write(whole, complete.data(), complete.size()), static_cast<ssize_t>(complete.size()));
+  EXPECT_EQ(daemon.Ctl({"daemon", "status"}).exit_code, 0);
+  const auto began = std::chrono::steady_clock::now();
+  for (const int fd : {silent, half, whole}) {
+    char buffer[256];
+    ssize_t n = 0;
+    while ((n = read(fd, buffer, sizeof(buffer))) > 0) {
+      // the server's own preface (SETTINGS), then nothing but the close
+    }
+    EXPECT_EQ(n, 0) << "not closed by the daemon: " << std::strerror(errno);
+    EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(20))
+        << "the connection was not closed as idle";
+    close(fd);
+  }
+}
+
 TEST(DaemonShell, SigtermShutsDownCleanlyAndRemovesSocket) {
   DaemonHarness daemon;
   ASSERT_TRUE(daemon.Start());

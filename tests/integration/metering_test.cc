@@ -418,6 +418,12 @@ TEST_F(MeteringTest, AConnectionFloodCannotSilenceTheDaemon) {
   const std::string chat = url.substr(url.find('/', 17)) + "/v1/chat/completions";
   EXPECT_TRUE(WaitFor(
       [&] { return HttpRequest(new_port, "POST", chat, R"({"model":"m"})").status == 200; }));
+  // The refusals held back after the first report are summed up when the interval ends, even
+  // though nothing is refused after the flood.
+  EXPECT_TRUE(
+      WaitFor([&] { return daemon_.DaemonLog().find(" in the last 10 s") != std::string::npos; },
+              std::chrono::seconds(20)))
+      << daemon_.DaemonLog().substr(0, 4000);
   // The log stayed bounded: one summary line per 10 s, not one per refused connection.
   const std::string log = daemon_.DaemonLog();
   size_t lines = 0;

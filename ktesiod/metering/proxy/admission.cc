@@ -72,6 +72,11 @@ std::string Admission::DueReport(const std::string& last_error) {
   return line;
 }
 
+bool Admission::HasUnreported() const {
+  absl::MutexLock lock(&mu_);
+  return refused_unreported_ > 0 || errors_unreported_ > 0;
+}
+
 Admission::Pressure Admission::Snapshot() const {
   absl::MutexLock lock(&mu_);
   Pressure pressure;

@@ -48,6 +48,8 @@ class Admission {
   // ago), e.g. "refused 5120 connections over the caps (per agent 256, total 4096) and 3 accepts
   // failed (Too many open files) in the last 10 s".
   std::string DueReport(const std::string& last_error);
+  // Whether refusals or accept errors are waiting for a report (one DueReport held back).
+  bool HasUnreported() const;
 
   struct Pressure {
     size_t open = 0;

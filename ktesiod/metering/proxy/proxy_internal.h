@@ -405,6 +405,10 @@ struct MeteringProxy::Impl {
   std::optional<ssl::context> tls;  // proxy thread only, once the proxy thread runs
   asio::executor_work_guard<asio::io_context::executor_type> work{asio::make_work_guard(io)};
   asio::steady_timer batch_timer{io};
+  // Reports the refusals a report interval held back once it ends, so a flood's summary is
+  // logged even when nothing is refused after it (proxy thread only).
+  asio::steady_timer pressure_timer{io};
+  bool pressure_armed = false;
   std::thread thread;
   mutable absl::Mutex mu;
   std::map<std::string, std::shared_ptr<Listener>> listeners ABSL_GUARDED_BY(mu);
@@ -492,7 +496,20 @@ struct MeteringProxy::Impl {
   void ReportPressure(const std::string& error) {
     if (std::string line = admission->DueReport(error); !line.empty()) {
       log->warn("metering proxy: {}", line);
+      return;
     }
+    if (pressure_armed || !admission->HasUnreported()) {
+      return;
+    }
+    // Held back by the interval: reported when it ends, whether or not more is refused.
+    pressure_armed = true;
+    pressure_timer.expires_after(Admission::kReportInterval);
+    pressure_timer.async_wait([this, error](const error_code& ec) {
+      pressure_armed = false;
+      if (!ec) {
+        ReportPressure(error);
+      }
+    });
   }
 };
 

@@ -52,13 +52,16 @@ TEST_F(AdmissionTest, AtMostOneReportPerIntervalWithCounts) {
   for (int i = 0; i < 1000; ++i) {
     admission_.TryAdmit(&a);
   }
+  EXPECT_TRUE(admission_.HasUnreported());
   const std::string first = admission_.DueReport("");
+  EXPECT_FALSE(admission_.HasUnreported());
   EXPECT_NE(first.find("refused 1000 connections over the caps (per agent 2, total 3)"),
             std::string::npos)
       << first;
   admission_.TryAdmit(&a);
   admission_.OnResourceError();
   EXPECT_EQ(admission_.DueReport("Too many open files"), "") << "within the interval";
+  EXPECT_TRUE(admission_.HasUnreported()) << "held back, still owed";
   now_ += seconds(10);
   const std::string second = admission_.DueReport("Too many open files");
   EXPECT_NE(second.find("refused 1 connection"), std::string::npos) << second;

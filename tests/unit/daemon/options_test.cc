@@ -63,6 +63,7 @@ TEST_F(ConfigFileTest, AppliesValuesUnderFlags) {
   EXPECT_EQ(options.stop_timeout_secs, 30u);
   EXPECT_EQ(options.max_instances, 10000u);
   EXPECT_EQ(options.max_streams, 1024u);
+  EXPECT_EQ(options.api_idle_timeout_secs, 60u);
   KT_ASSERT_OK(ApplyConfigFile(
       Write("stop_timeout_secs = 0\nmax_instances = 2\nmax_streams = 100000\n"), true, options));
   EXPECT_EQ(options.stop_timeout_secs, 0u);
@@ -128,6 +129,7 @@ TEST_F(ConfigFileTest, EveryIntegerKeyChecksItsRange) {
       {"stop_timeout_secs", 0, -1, "from 0 to 86400"},
       {"max_instances", 11, 0, "from 1 to 1000000"},
       {"max_streams", 12, 100001, "from 1 to 100000"},
+      {"api_idle_timeout_secs", 14, 0, "from 1 to 86400"},
       {"memory_trim_idle_secs", 0, 86401, "from 0 to 86400 (0 = never)"},
       {"retention_events_secs", 0, -1, "from 0 to 1099511627776 (0 = no limit)"},
       {"retention_interval_secs", 13, 0, "from 1 to 1099511627776"},
