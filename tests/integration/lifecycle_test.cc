@@ -92,6 +92,25 @@ class LifecycleTest : public ::testing::Test {
 
   std::string Work(const std::string& file) { return daemon_.dir() + "/" + file; }
 
+  // Registers and starts "hang", whose stop template records its pid and then hangs, and stops
+  // it with a 1 s window (forced: the template never signals the agent). Returns the template's
+  // pid, 0 (with a failure recorded) when it never ran.
+  pid_t StopWithAHangingTemplate() {
+    const std::string stop =
+        absl::StrCat("[lifecycle.stop]\nexec = \"/bin/sh\"\nargs = [\"-c\", \"echo $$ > ",
+                     Work("tmpl.pid"), "; exec sleep 777\"]\n");
+    Register("hang", Manifest("--heartbeat-ms 1000", stop));
+    EXPECT_EQ(daemon_.Ctl({"agent", "start", "hang"}).exit_code, 0);
+    RunResult r = daemon_.Ctl({"agent", "stop", "hang", "--timeout", "1"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("stop-forced"), std::string::npos) << r.out;
+    if (!WaitFor([&] { return !ReadFileOrEmpty(Work("tmpl.pid")).empty(); })) {
+      ADD_FAILURE() << "the stop template never ran";
+      return 0;
+    }
+    return static_cast<pid_t>(std::stol(ReadFileOrEmpty(Work("tmpl.pid"))));
+  }
+
   DaemonHarness daemon_;
 };
 
@@ -238,19 +257,10 @@ TEST_F(LifecycleTest, StopTemplateIsTheGracefulPhase) {
 }
 
 TEST_F(LifecycleTest, AStopTemplateThatHangsDoesNotOutliveItsStop) {
-  // The template records its pid, then hangs; the agent ignores nothing, but the template never
-  // signals it: the window ends, the group is killed, and the template is killed too once the
-  // window plus 5 s have passed.
-  std::string stop =
-      absl::StrCat("[lifecycle.stop]\nexec = \"/bin/sh\"\nargs = [\"-c\", \"echo $$ > ",
-                   Work("tmpl.pid"), "; exec sleep 777\"]\n");
-  Register("hang", Manifest("--heartbeat-ms 1000", stop));
-  ASSERT_EQ(daemon_.Ctl({"agent", "start", "hang"}).exit_code, 0);
-  RunResult r = daemon_.Ctl({"agent", "stop", "hang", "--timeout", "1"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("stop-forced"), std::string::npos) << r.out;
-  ASSERT_TRUE(WaitFor([&] { return !ReadFileOrEmpty(Work("tmpl.pid")).empty(); }));
-  const pid_t tmpl = static_cast<pid_t>(std::stol(ReadFileOrEmpty(Work("tmpl.pid"))));
+  // The agent ignores nothing, but the template never signals it: the window ends, the group is
+  // killed, and the template is killed too once the window plus 5 s have passed.
+  const pid_t tmpl = StopWithAHangingTemplate();
+  ASSERT_GT(tmpl, 0);
   EXPECT_EQ(kill(tmpl, 0), 0) << "the template runs during the stop window";
   EXPECT_TRUE(WaitFor([&] { return kill(tmpl, 0) != 0; }, std::chrono::seconds(15)))
       << "the stop template (pid " << tmpl << ") outlived its stop by more than 5 s";
@@ -259,15 +269,8 @@ TEST_F(LifecycleTest, AStopTemplateThatHangsDoesNotOutliveItsStop) {
 // The template's limit is the daemon's timer: a daemon that shuts down first kills it with its
 // group instead of leaving it to hang on for good (the kit's private daemon included).
 TEST_F(LifecycleTest, AStopTemplateStillRunningDiesWithTheDaemonsShutdown) {
-  std::string stop =
-      absl::StrCat("[lifecycle.stop]\nexec = \"/bin/sh\"\nargs = [\"-c\", \"echo $$ > ",
-                   Work("tmpl.pid"), "; exec sleep 777\"]\n");
-  Register("hang", Manifest("--heartbeat-ms 1000", stop));
-  ASSERT_EQ(daemon_.Ctl({"agent", "start", "hang"}).exit_code, 0);
-  RunResult r = daemon_.Ctl({"agent", "stop", "hang", "--timeout", "1"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  ASSERT_TRUE(WaitFor([&] { return !ReadFileOrEmpty(Work("tmpl.pid")).empty(); }));
-  const pid_t tmpl = static_cast<pid_t>(std::stol(ReadFileOrEmpty(Work("tmpl.pid"))));
+  const pid_t tmpl = StopWithAHangingTemplate();
+  ASSERT_GT(tmpl, 0);
   ASSERT_EQ(kill(tmpl, 0), 0) << "the template ended before its limit";
   ASSERT_EQ(daemon_.Stop(), 0) << daemon_.DaemonLog();
   // Its limit (1 s + 5 s from the stop's start) is still seconds away: only the shutdown kills it.

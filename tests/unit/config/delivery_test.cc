@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/delivery_files.h"
+#include "config_targets.h"
 #include "gtest/gtest.h"
 #include "testing.h"
 
@@ -22,26 +23,11 @@ using testing::TempDir;
 using testing::WriteAll;
 namespace reason = contract::reason;
 
-ConfigTarget Env(std::string name) {
-  ConfigTarget target;
-  target.kind = ConfigTarget::Kind::kEnv;
-  target.env = std::move(name);
-  return target;
-}
-
-ConfigTarget Flag(std::string flag) {
-  ConfigTarget target;
-  target.kind = ConfigTarget::Kind::kFlag;
-  target.flag = std::move(flag);
-  return target;
-}
-
+// Short names: the mappings below are written out by the dozen.
+ConfigTarget Env(std::string name) { return ::ktesio::testing::EnvTarget(std::move(name)); }
+ConfigTarget Flag(std::string flag) { return ::ktesio::testing::FlagTarget(std::move(flag)); }
 ConfigTarget File(std::string path, std::string key) {
-  ConfigTarget target;
-  target.kind = ConfigTarget::Kind::kFile;
-  target.file_path = std::move(path);
-  target.file_key = std::move(key);
-  return target;
+  return ::ktesio::testing::FileTarget(std::move(path), std::move(key));
 }
 
 // A resolver over a fixed map, recording what was asked.

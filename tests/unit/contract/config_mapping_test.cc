@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "config_targets.h"
 #include "gtest/gtest.h"
 #include "ktesio/contract/config_mapping.h"
 #include "ktesio/contract/manifest.h"
@@ -11,28 +12,11 @@
 namespace ktesio::contract {
 namespace {
 
+using ::ktesio::testing::EnvTarget;
+using ::ktesio::testing::FileTarget;
+using ::ktesio::testing::FlagTarget;
 using testing::IsOk;
 using Values = std::vector<std::pair<std::string, std::string>>;
-
-ConfigTarget EnvTarget(std::string variable) {
-  ConfigTarget target;
-  target.kind = ConfigTarget::Kind::kEnv;
-  target.env = std::move(variable);
-  return target;
-}
-ConfigTarget FlagTarget(std::string flag) {
-  ConfigTarget target;
-  target.kind = ConfigTarget::Kind::kFlag;
-  target.flag = std::move(flag);
-  return target;
-}
-ConfigTarget FileTarget(std::string path, std::string key) {
-  ConfigTarget target;
-  target.kind = ConfigTarget::Kind::kFile;
-  target.file_path = std::move(path);
-  target.file_key = std::move(key);
-  return target;
-}
 
 // Rendering is pure: any key renders through its target. The mapping is built here rather than
 // parsed because a manifest may map only documented keys, and these are rendering cases.

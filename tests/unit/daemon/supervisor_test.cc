@@ -129,6 +129,18 @@ class SupervisorTest : public ::testing::Test {
     };
   }
 
+  // Registers and starts "a", then the daemon dies and its shim relaunches the agent after it
+  // exits with `exit` (a 5 s run, under the grant). A new supervisor is in place, not yet
+  // reconciled. Returns the relaunched agent's pid (0 when the shim did not relaunch).
+  pid_t RelaunchedWhileNoDaemonRuns(ExitRecord exit) {
+    Register("a");
+    StartRunning("a");
+    backend_.DropWatches();
+    MakeSupervisor();
+    backend_.set_now_ms(clock_.NowUnixMs());
+    return backend_.ExitUnderGrant(Row("a").pid.value(), exit, 5000);
+  }
+
   // Starts `name` and lets it become running.
   void StartRunning(const std::string& name) {
     Outcome started;
@@ -1055,13 +1067,7 @@ TEST_F(SupervisorTest, AnUnreadableRelaunchRecordChangesNothingAndIsLogged) {
 // The relaunched run also ended while the daemon was down: it was a run like any other (its
 // start is the shim's stamp), not a launch that failed inside its readiness window.
 TEST_F(SupervisorTest, ARelaunchedRunThatEndedWhileTheDaemonWasDownIsAnOrdinaryRun) {
-  Register("a");
-  StartRunning("a");
-  backend_.DropWatches();
-  MakeSupervisor();
-  backend_.set_now_ms(clock_.NowUnixMs());
-  const pid_t relaunched =
-      backend_.ExitUnderGrant(Row("a").pid.value(), {ExitRecord::Kind::kSignaled, SIGKILL}, 5000);
+  const pid_t relaunched = RelaunchedWhileNoDaemonRuns({ExitRecord::Kind::kSignaled, SIGKILL});
   ASSERT_GT(relaunched, 0);
   clock_.Advance(milliseconds(10000));
   backend_.Exit(relaunched, {ExitRecord::Kind::kExited, 0});
@@ -1078,13 +1084,7 @@ TEST_F(SupervisorTest, ARelaunchedRunThatEndedWhileTheDaemonWasDownIsAnOrdinaryR
 // ... but a relaunched run whose exit record falls inside its readiness window was a start that
 // failed, as it would have been read with a daemon watching: never `running` (adapter-ready).
 TEST_F(SupervisorTest, ARelaunchThatDiedWithinItsWindowWhileTheDaemonWasDownIsALaunchError) {
-  Register("a");
-  StartRunning("a");
-  backend_.DropWatches();
-  MakeSupervisor();
-  backend_.set_now_ms(clock_.NowUnixMs());
-  const pid_t relaunched =
-      backend_.ExitUnderGrant(Row("a").pid.value(), {ExitRecord::Kind::kExited, 4}, 5000);
+  const pid_t relaunched = RelaunchedWhileNoDaemonRuns({ExitRecord::Kind::kExited, 4});
   ASSERT_GT(relaunched, 0);
   backend_.Exit(relaunched, {ExitRecord::Kind::kExited, 5, clock_.NowUnixMs() + 40});
   clock_.Advance(milliseconds(10000));
