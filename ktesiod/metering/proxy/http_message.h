@@ -25,24 +25,36 @@ namespace http = boost::beast::http;
 // `connection_listed` adds the names the Connection field lists (ConnectionListed).
 bool IsHopByHop(std::string_view name, const std::vector<std::string>& connection_listed);
 
-// The lower-cased tokens of every Connection field (RFC 9112 §9.3; Beast's keep_alive() reads
-// only one field).
+// The lower-cased, non-empty items of every `name` field of `head`, in order: a comma-separated
+// list may be split over several fields (RFC 9110 §5.3). With `drop_parameters`, a `;` and what
+// follows it (a transfer coding's parameters) is dropped from each item.
 template <bool isRequest, class Fields>
-inline std::vector<std::string> ConnectionTokens(const http::header<isRequest, Fields>& head) {
+inline std::vector<std::string> ListTokens(const http::header<isRequest, Fields>& head,
+                                           http::field name, bool drop_parameters) {
   std::vector<std::string> tokens;
   for (const auto& field : head) {
-    if (field.name() != http::field::connection) {
+    if (field.name() != name) {
       continue;
     }
-    for (absl::string_view token :
+    for (absl::string_view item :
          absl::StrSplit(absl::string_view(field.value().data(), field.value().size()), ',')) {
-      std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(token));
-      if (!name.empty()) {
-        tokens.push_back(std::move(name));
+      if (drop_parameters) {
+        item = item.substr(0, item.find(';'));
+      }
+      std::string token = absl::AsciiStrToLower(absl::StripAsciiWhitespace(item));
+      if (!token.empty()) {
+        tokens.push_back(std::move(token));
       }
     }
   }
   return tokens;
+}
+
+// The lower-cased tokens of every Connection field (RFC 9112 §9.3; Beast's keep_alive() reads
+// only one field).
+template <bool isRequest, class Fields>
+inline std::vector<std::string> ConnectionTokens(const http::header<isRequest, Fields>& head) {
+  return ListTokens(head, http::field::connection, /*drop_parameters=*/false);
 }
 
 // What a request's Transfer-Encoding fields say about its body (RFC 9112 §6). The proxy
@@ -55,21 +67,9 @@ enum class TransferCoding {
 };
 template <class Fields>
 inline TransferCoding RequestTransferCoding(const http::header<true, Fields>& head) {
-  std::vector<std::string> codings;
-  for (const auto& field : head) {
-    if (field.name() != http::field::transfer_encoding) {
-      continue;
-    }
-    for (absl::string_view token :
-         absl::StrSplit(absl::string_view(field.value().data(), field.value().size()), ',')) {
-      // A coding's parameters (";q=…") do not change which coding it is.
-      absl::string_view coding = token.substr(0, token.find(';'));
-      std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(coding));
-      if (!name.empty()) {
-        codings.push_back(std::move(name));
-      }
-    }
-  }
+  // A coding's parameters (";q=…") do not change which coding it is.
+  const std::vector<std::string> codings =
+      ListTokens(head, http::field::transfer_encoding, /*drop_parameters=*/true);
   if (codings.empty()) {
     return head.find(http::field::transfer_encoding) == head.end() ? TransferCoding::kNone
                                                                    : TransferCoding::kInvalid;
