@@ -53,6 +53,12 @@ int ConnectWithReadTimeout(uint16_t port) {
   return fd;
 }
 
+// Writes all of `bytes` to `fd` in one call (a request a test sends whole); false when it could
+// not. MSG_NOSIGNAL: a proxy that closed the connection fails the send, not the test process.
+bool SendWhole(int fd, const std::string& bytes) {
+  return send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
 class ProxyTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(provider_.ok()); }
@@ -298,7 +304,7 @@ TEST_F(ProxyTest, StreamsAreRelayedAsTheyArriveNotBuffered) {
   const std::string body = R"({"model":"gate","stream":true})";
   const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
                               std::to_string(body.size()) + "\r\n\r\n" + body;
-  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  ASSERT_TRUE(SendWhole(fd, request));
   std::string received;
   char buffer[4096];
   while (received.find("Hel") == std::string::npos) {
@@ -351,7 +357,7 @@ TEST_F(ProxyTest, ResponsesReachASlowReaderWholeAndInOrder) {
   constexpr size_t kSize = 3u << 20;  // far beyond the proxy's send buffer and the agent's window
   const std::string request = "GET /big?" + std::to_string(kSize) + " HTTP/1.1\r\nHost: x\r\n\r\n";
   for (int round = 0; round < 2; ++round) {
-    ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+    ASSERT_TRUE(SendWhole(fd, request));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the proxy's buffer fill
     const std::string received = ReadUntil(fd, [&](const std::string& got) {
       const size_t head_end = got.find("\r\n\r\n");
@@ -473,7 +479,7 @@ TEST_F(ProxyTest, ConnectionsWithoutAHeadAreClosedAfterTheHeaderTimeout) {
   const int idle = ConnectLoopback(port);
   ASSERT_GE(idle, 0);
   const std::string request = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_EQ(write(idle, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  ASSERT_TRUE(SendWhole(idle, request));
   const std::string reply = ReadUntil(idle, [](const std::string& got) {
     return got.find("\"fake\"") != std::string::npos && got.back() == '}';
   });
@@ -560,8 +566,7 @@ TEST_F(ProxyTest, ATransferCodingOtherThanChunkedIsRefusedAndTheConnectionClosed
     ASSERT_GE(fd, 0);
     const std::string request =
         "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + coding + "\r\n\r\n" + smuggled;
-    ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(request.size()));
+    ASSERT_TRUE(SendWhole(fd, request));
     const std::string got = ReadUntil(fd, [](const std::string&) { return false; });
     close(fd);
     EXPECT_EQ(got.substr(0, 12), "HTTP/1.1 " + status) << coding << ": " << got;
@@ -580,8 +585,7 @@ TEST_F(ProxyTest, ChunkedTrailersAreNotForwardedAsHeaderFields) {
   const std::string request =
       "POST /echo HTTP/1.1\r\nHost: x\r\nX-Head: h\r\nTransfer-Encoding: chunked\r\n\r\n"
       "5\r\nhello\r\n0\r\nX-Trailer: t1\r\n\r\n";
-  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(request.size()));
+  ASSERT_TRUE(SendWhole(fd, request));
   const std::string got = ReadUntil(fd, [](const std::string& so_far) {
     return so_far.find("\"body_length\"") != std::string::npos &&
            so_far.find('}', so_far.find("\"body_length\"")) != std::string::npos;
