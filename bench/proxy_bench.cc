@@ -303,7 +303,7 @@ int Plan(size_t prompt_bytes, int n) {
     for (int i = 0; i < n; ++i) {
       const ktesio::daemon::metering::RequestPlan plan =
           ktesio::daemon::metering::PlanRequest("POST", "/v1/chat/completions", bodies[kind]);
-      spliced += plan.body.has_value() ? plan.body->size() : 0;
+      spliced += plan.edit.has_value() ? plan.edit->EditedSize(bodies[kind].size()) : 0;
     }
     const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
     if ((kind == 1) != (spliced > 0)) {

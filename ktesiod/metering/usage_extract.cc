@@ -35,13 +35,6 @@ bool ContainsIgnoreCase(std::string_view text, std::string_view needle) {
   return it != text.end();
 }
 
-std::string Splice(std::string_view body, size_t begin, size_t end, std::string_view with) {
-  std::string out;
-  out.reserve(body.size() + with.size());
-  out.append(body.substr(0, begin)).append(with).append(body.substr(end));
-  return out;
-}
-
 // Token counts beyond the ledger's signed 64-bit range are not believable: treated as absent.
 constexpr uint64_t kMaxTokens = static_cast<uint64_t>(INT64_MAX);
 
@@ -153,6 +146,13 @@ bool LeadingModel(std::string_view body, std::string& model) {
 
 }  // namespace
 
+std::string BodyEdit::Apply(std::string_view body) const {
+  std::string out;
+  out.reserve(EditedSize(body.size()));
+  out.append(body.substr(0, begin)).append(text).append(body.substr(end));
+  return out;
+}
+
 RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body) {
   RequestPlan plan;
   if (method != "POST") {
@@ -187,10 +187,10 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
   }
   const json::Value* options = root->Find("stream_options");
   if (options == nullptr) {
-    plan.body = Splice(body, root->begin + 1, root->begin + 1,
-                       R"("stream_options":{"include_usage":true},)");
+    plan.edit =
+        BodyEdit{root->begin + 1, root->begin + 1, R"("stream_options":{"include_usage":true},)"};
   } else if (options->kind == json::Kind::kNull) {
-    plan.body = Splice(body, options->begin, options->end, R"({"include_usage":true})");
+    plan.edit = BodyEdit{options->begin, options->end, R"({"include_usage":true})"};
   } else if (options->kind == json::Kind::kObject) {
     // Its members (include_usage is a scalar: its own top level is enough). Validated above, so
     // this parse does not fail; its spans count from options->begin.
@@ -208,12 +208,11 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
       return plan;  // neither a yes nor a no (`1`, "true"): the provider judges it, untouched
     }
     if (include != nullptr) {
-      plan.body =
-          Splice(body, options->begin + include->begin, options->begin + include->end, "true");
+      plan.edit = BodyEdit{options->begin + include->begin, options->begin + include->end, "true"};
     } else {
-      plan.body =
-          Splice(body, options->begin + 1, options->begin + 1,
-                 inside->members.empty() ? R"("include_usage":true)" : R"("include_usage":true,)");
+      plan.edit = BodyEdit{
+          options->begin + 1, options->begin + 1,
+          inside->members.empty() ? R"("include_usage":true)" : R"("include_usage":true,)"};
     }
   } else {
     return plan;  // a malformed stream_options: the provider will say so

@@ -31,11 +31,24 @@ std::string_view ApiShapeName(ApiShape shape);
 // The shape of a request target ("/v1/chat/completions?x=1" → kChatCompletions).
 ApiShape ShapeOfTarget(std::string_view target);
 
+// The one kind of rewrite the planner makes: body[begin, end) replaced by `text`, a literal of
+// the planner's (it outlives every plan). The proxy sends the body's bytes around it as they are:
+// a 64 KiB conversation is not copied to add forty bytes before its first byte goes upstream.
+struct BodyEdit {
+  size_t begin = 0;
+  size_t end = 0;
+  std::string_view text;
+  // The size of a body of `body_size` bytes once edited.
+  size_t EditedSize(size_t body_size) const { return body_size - (end - begin) + text.size(); }
+  // `body` edited: what the provider receives.
+  std::string Apply(std::string_view body) const;
+};
+
 struct RequestPlan {
   ApiShape shape = ApiShape::kOther;
-  bool streaming = false;           // a JSON body with "stream": true
-  bool injected = false;            // include_usage was added by the proxy
-  std::optional<std::string> body;  // the rewritten body, when rewritten
+  bool streaming = false;        // a JSON body with "stream": true
+  bool injected = false;         // include_usage was added by the proxy
+  std::optional<BodyEdit> edit;  // the body's rewrite, when rewritten
   // The top-level "model" string of a model call's body, "" when absent, not a string, longer
   // than kMaxModelBytes or holding control characters (gen_ai.request.model, "when known").
   std::string model;

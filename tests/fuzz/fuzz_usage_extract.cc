@@ -44,9 +44,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   const RequestPlan plan = PlanRequest("POST", "/v1/chat/completions", input);
-  if (plan.body.has_value()) {
+  if (plan.edit.has_value()) {
     Check(plan.injected);
-    Check(json::Parse(*plan.body).has_value());
+    Check(plan.edit->begin <= plan.edit->end && plan.edit->end <= input.size());
+    Check(json::Parse(plan.edit->Apply(input)).has_value());
   }
   const bool strip = (control[0] & 1) != 0;
   const bool sse = (control[0] & 2) != 0;

@@ -87,7 +87,7 @@ std::string ResponseHead(const http::response_header<>& response, ResponseFramin
 }
 
 OutgoingRequest UpstreamRequest(http::request<http::string_body>& request, std::string_view target,
-                                const Upstream& upstream, RequestPlan& plan) {
+                                const Upstream& upstream, const RequestPlan& plan) {
   OutgoingRequest out;
   out.post = request.method() == http::verb::post;
   // The head is written as bytes: a Beast message built field by field, then serialised, was a
@@ -110,13 +110,13 @@ OutgoingRequest UpstreamRequest(http::request<http::string_body>& request, std::
   AppendField(head, "Host", upstream.host_header);
   head.append("Accept-Encoding: identity\r\n");
   const bool had_body = request.has_content_length() || request.chunked();
-  if (plan.body.has_value()) {
-    out.body = std::move(*plan.body);
-  } else {
-    out.body = std::move(request.body());  // not copied: a request body may be megabytes
+  out.body = std::move(request.body());  // not copied: a request body may be megabytes
+  if (plan.edit.has_value()) {
+    out.edit = *plan.edit;
   }
-  if (had_body || !out.body.empty()) {
-    absl::StrAppend(&head, "Content-Length: ", out.body.size(), "\r\n");
+  const size_t length = out.edit.EditedSize(out.body.size());
+  if (had_body || length != 0) {
+    absl::StrAppend(&head, "Content-Length: ", length, "\r\n");
   }
   head.append("\r\n");  // HTTP/1.1 without "Connection: close": the connection is kept
   return out;

@@ -5,6 +5,7 @@
 // proxy's own fixed replies and the agent's path prefix. Pure functions, unit-tested.
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -127,19 +128,30 @@ std::string ResponseHead(const http::response_header<>& response, ResponseFramin
                          std::uint64_t content_length, bool keep_alive);
 
 // A request as sent to the provider: its head (request line and fields, through the blank line)
-// and body, ready to write.
+// and the agent's body with the plan's edit, ready to write as pieces (Wire).
 struct OutgoingRequest {
   std::string head;
-  std::string body;
+  std::string body;   // the agent's, as it came
+  BodyEdit edit;      // the plan's; the default edit (nothing at 0 replaced by "") changes nothing
   bool post = false;  // a POST (only POSTs are model calls)
+  // The bytes on the wire, in order: the head, the body before the edit, the edit's text, the
+  // body after it.
+  std::array<boost::asio::const_buffer, 4> Wire() const {
+    const std::string_view agent(body);
+    const std::string_view before = agent.substr(0, edit.begin);
+    const std::string_view after = agent.substr(edit.end);
+    return {boost::asio::buffer(head), boost::asio::buffer(before.data(), before.size()),
+            boost::asio::buffer(edit.text.data(), edit.text.size()),
+            boost::asio::buffer(after.data(), after.size())};
+  }
 };
 
 // The request sent to the provider for the agent's `request` to `target` (the path below the
 // agent's prefix): HTTP/1.1, end-to-end fields only, the upstream's Host, identity encoding
-// (usage must stay readable), the planned body when the plan rewrote it (moved out of `plan`; else
-// the agent's, moved out of `request`), a Content-Length whenever there is a body, and kept alive.
+// (usage must stay readable), the agent's body (moved out of `request`) with the plan's edit, a
+// Content-Length whenever there is a body, and kept alive.
 OutgoingRequest UpstreamRequest(http::request<http::string_body>& request, std::string_view target,
-                                const Upstream& upstream, RequestPlan& plan);
+                                const Upstream& upstream, const RequestPlan& plan);
 
 // Only the agent's base URL is served: `target` must start with `prefix` ("/kt-<secret>")
 // followed by '/', '?' or its end; the prefix is then removed from `target`. An empty prefix

@@ -272,7 +272,7 @@ asio::awaitable<void> MeteringProxy::Impl::Exchanges(std::shared_ptr<Listener> l
     if (!StripPathPrefix(listener->path_prefix, target)) {  // ReadRequest answered it 403
       co_return;
     }
-    RequestPlan plan = PlanRequest(method, target, request.body());
+    const RequestPlan plan = PlanRequest(method, target, request.body());
     const std::shared_ptr<const Upstream> upstream = listener->upstream;
     if (listener->blocked && plan.shape != ApiShape::kOther) {
       // The budget is spent: the call never reaches the provider (and costs nothing).

@@ -152,7 +152,7 @@ asio::awaitable<std::optional<Exchange>> MeteringProxy::Impl::SendRequest(
   UpstreamConn& up = conn.up;
   error_code ec;
   conn.watchdog.SetUpstream(options.idle_timeout);
-  const std::array<asio::const_buffer, 2> request{asio::buffer(out.head), asio::buffer(out.body)};
+  const std::array<asio::const_buffer, 4> request = out.Wire();
   if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
     const size_t written = proxy_internal::WriteNow(upstream_stream, request, ec);
     if (!ec && written < asio::buffer_size(request)) {

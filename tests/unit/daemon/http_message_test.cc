@@ -127,7 +127,10 @@ TEST(HttpMessage, ABodilessResponseKeepsTheProvidersLengthAndGetsAReasonWhenItHa
 
 // Parses the bytes UpstreamRequest would send, as the provider would (the whole message).
 http::request<http::string_body> ParseSent(const OutgoingRequest& sent) {
-  const std::string wire = sent.head + sent.body;
+  std::string wire;
+  for (const boost::asio::const_buffer& piece : sent.Wire()) {
+    wire.append(static_cast<const char*>(piece.data()), piece.size());
+  }
   http::request_parser<http::string_body> parser;
   parser.eager(true);
   boost::system::error_code ec;
@@ -157,7 +160,7 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
   RequestPlan plan;
   const std::string planned =
       R"({"model":"m","stream":true,"stream_options":{"include_usage":true}})";
-  plan.body = planned;
+  plan.edit = BodyEdit{26, 26, R"(,"stream_options":{"include_usage":true})"};
   const OutgoingRequest sent = UpstreamRequest(request, "/chat/completions", *upstream, plan);
   EXPECT_TRUE(sent.post);
   // What goes on the wire, read back as the provider reads it.
@@ -175,6 +178,18 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
   EXPECT_EQ(out.body(), planned);
   EXPECT_EQ(std::string(out[http::field::content_length]), std::to_string(planned.size()));
   EXPECT_TRUE(out.keep_alive());
+  // A plan that replaces a span in the middle: the bytes on either side go as they came, and the
+  // length is the edited body's.
+  http::request<http::string_body> asked_no{http::verb::post, "/v1/chat/completions", 11};
+  asked_no.body() = R"({"stream":true,"stream_options":{"include_usage":false},"n":1})";
+  asked_no.prepare_payload();
+  const RequestPlan replace = PlanRequest("POST", "/v1/chat/completions", asked_no.body());
+  ASSERT_TRUE(replace.edit.has_value());
+  const http::request<http::string_body> replaced =
+      ParseSent(UpstreamRequest(asked_no, "/chat/completions", *upstream, replace));
+  EXPECT_EQ(replaced.body(), R"({"stream":true,"stream_options":{"include_usage":true},"n":1})");
+  EXPECT_EQ(std::string(replaced[http::field::content_length]),
+            std::to_string(replaced.body().size()));
   // Without a rewrite the agent's own body goes; a request without one declares none.
   RequestPlan no_rewrite;
   http::request<http::string_body> own{http::verb::post, "/embeddings", 11};

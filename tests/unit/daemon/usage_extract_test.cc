@@ -274,14 +274,17 @@ TEST(PlanRequestTest, InjectsIncludeUsageOnlyWhenTheClientDidNotAsk) {
   for (const Case& c : cases) {
     RequestPlan plan = PlanRequest("POST", "/v1/chat/completions", c.body);
     EXPECT_EQ(plan.shape, ApiShape::kChatCompletions);
-    EXPECT_EQ(plan.body, c.rewritten) << c.body;
+    const std::optional<std::string> rewritten =
+        plan.edit ? std::optional(plan.edit->Apply(c.body)) : std::nullopt;
+    EXPECT_EQ(rewritten, c.rewritten) << c.body;
     EXPECT_EQ(plan.injected, c.rewritten.has_value()) << c.body;
-    if (plan.body) {
-      EXPECT_TRUE(json::Parse(*plan.body).has_value()) << *plan.body;
+    if (rewritten) {
+      EXPECT_TRUE(json::Parse(*rewritten).has_value()) << *rewritten;
+      EXPECT_EQ(plan.edit->EditedSize(c.body.size()), rewritten->size());
     }
   }
   // Other shapes and methods are never rewritten.
-  EXPECT_FALSE(PlanRequest("POST", "/v1/responses", R"({"stream":true})").body.has_value());
+  EXPECT_FALSE(PlanRequest("POST", "/v1/responses", R"({"stream":true})").edit.has_value());
   EXPECT_EQ(PlanRequest("GET", "/v1/chat/completions", "").shape, ApiShape::kOther);
 }
 
