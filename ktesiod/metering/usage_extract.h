@@ -56,6 +56,10 @@ struct RequestPlan {
 };
 RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body);
 
+// Whether the text "stream" in quotes appears anywhere in `body` (as body.find would say): a body
+// without it cannot ask for a stream, and a JSON call's plan then parses nothing.
+bool MentionsStream(std::string_view body);
+
 struct TokenUsage {
   uint64_t input = 0;
   uint64_t output = 0;

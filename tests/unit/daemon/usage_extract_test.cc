@@ -288,6 +288,32 @@ TEST(PlanRequestTest, InjectsIncludeUsageOnlyWhenTheClientDidNotAsk) {
   EXPECT_EQ(PlanRequest("GET", "/v1/chat/completions", "").shape, ApiShape::kOther);
 }
 
+// A JSON call is planned without a parse when its body never says "stream". The search tests
+// sixteen places at a time for the needle's quote, 's' and 'm' before comparing one whole: the
+// needle and look-alikes that share those bytes, at every offset of bodies of every length around
+// those steps, must get the answer a plain search gives.
+TEST(PlanRequestTest, TheStreamKeyIsFoundWhereverItFalls) {
+  std::mt19937 random(5);
+  const std::string filler = "\"sm \\t";
+  const std::vector<std::string> pieces = {"\"stream\"", "\"streaM\"", "\"sxxxxm\"",
+                                           "\"stream",   "stream\"",   "\"sxxxxm"};
+  int found = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string body;
+    const size_t length = random() % 90;
+    for (size_t i = 0; i < length; ++i) {
+      body += random() % 2 == 0 ? filler[random() % filler.size()] : 'x';
+    }
+    if (random() % 2 == 0) {
+      body.insert(random() % (body.size() + 1), pieces[random() % pieces.size()]);
+    }
+    const bool expected = body.find("\"stream\"") != std::string::npos;
+    EXPECT_EQ(MentionsStream(body), expected) << body;
+    found += expected ? 1 : 0;
+  }
+  EXPECT_GT(found, 1000);
+}
+
 TEST(PlanRequestTest, TheRequestModelWhenItIsKnown) {
   struct Case {
     std::string body;
