@@ -409,6 +409,21 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
     co_await asio::async_write(conn.client, asio::buffer("HTTP/1.1 100 Continue\r\n\r\n", 25),
                                Await(ec));
   }
+  // A declared length (within the cap, checked above) is read into place; a chunked body through
+  // the parser, which removes the chunking and counts it against the cap as it arrives.
+  if (!parser.chunked()) {
+    const size_t length = parser.content_length().value_or(0);
+    http::request<http::string_body> request = parser.release();
+    co_await proxy_internal::ReadBody(socket, buffer, length, request.body(), ec);
+    if (ec) {
+      if (ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor) {
+        const std::string reply = FixedResponse(400, "Bad Request", kBadRequestBody, false);
+        co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
+      }
+      co_return std::nullopt;
+    }
+    co_return request;
+  }
   // The body: parsed from what the head's read brought (most requests arrive whole), then read.
   const auto head_fields = std::distance(head.begin(), head.end());
   parser.eager(true);

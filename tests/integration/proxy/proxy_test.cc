@@ -9,13 +9,17 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "fake_provider.h"
 #include "gtest/gtest.h"
 #include "json.h"
+#include "openssl/evp.h"
 #include "process.h"
 #include "spdlog/sinks/null_sink.h"
 #include "spdlog/spdlog.h"
@@ -428,6 +432,91 @@ TEST_F(ProxyTest, RequestBodiesArriveWholeHoweverTheAgentSendsThem) {
   writer.join();
   EXPECT_EQ(got, static_cast<long>(large.size()));
   close(fd);
+}
+
+std::string Sha256Hex(const std::string& bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EXPECT_EQ(EVP_Digest(bytes.data(), bytes.size(), digest, &size, EVP_sha256(), nullptr), 1);
+  std::string hex;
+  for (unsigned int i = 0; i < size; ++i) {
+    char two[3];
+    std::snprintf(two, sizeof two, "%02x", digest[i]);
+    hex += two;
+  }
+  return hex;
+}
+
+// A body with a declared length is read into place: the bytes of a next request sent in the same
+// write stay for that request (pipelining), every byte of the body reaches the provider in order,
+// and a body the agent cuts short with its half of the connection gets 400 and goes nowhere.
+TEST_F(ProxyTest, ABodyEndsAtItsLengthAndACutOneIsRefused) {
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, provider_.url());
+  auto field = [](const std::string& received, const std::string& key) {
+    const size_t at = received.find("\"" + key + "\": ");
+    if (at == std::string::npos) {
+      return std::string();
+    }
+    const size_t from = at + key.size() + 4;
+    return received.substr(from, received.find_first_of(",}", from) - from);
+  };
+  auto replies_complete = [](size_t count) {
+    return [count](const std::string& got) {
+      size_t at = 0;
+      for (size_t i = 0; i < count; ++i) {
+        const size_t head_end = got.find("\r\n\r\n", at);
+        const size_t length_at = got.find("Content-Length: ", at);
+        if (head_end == std::string::npos || length_at > head_end) {
+          return false;
+        }
+        at = head_end + 4 + std::stoul(got.substr(length_at + 16));
+        if (got.size() < at) {
+          return false;
+        }
+      }
+      return true;
+    };
+  };
+  // Bodies whose every byte depends on its place, of sizes around the proxy's 16 KiB read.
+  auto body_of = [](size_t size, int seed) {
+    std::string body(size, '\0');
+    for (size_t i = 0; i < size; ++i) {
+      body[i] = static_cast<char>('a' + (i * 7 + static_cast<size_t>(seed)) % 26);
+    }
+    return body;
+  };
+  const int fd = ConnectWithReadTimeout(port);
+  ASSERT_GE(fd, 0);
+  // The first body ends inside the proxy's first read, the second beyond it, the third after that.
+  const std::vector<std::string> bodies = {body_of(1000, 1), body_of(70000, 2), body_of(16380, 3)};
+  std::string all;
+  for (const std::string& body : bodies) {
+    all += "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
+  }
+  ASSERT_EQ(send(fd, all.data(), all.size(), MSG_NOSIGNAL), static_cast<ssize_t>(all.size()));
+  const std::string received = ReadUntil(fd, replies_complete(bodies.size()));
+  size_t reply = 0;
+  for (const std::string& body : bodies) {
+    const size_t next = received.find("HTTP/1.1", reply + 1);
+    const std::string one = received.substr(reply, next - reply);
+    EXPECT_EQ(field(one, "body_length"), std::to_string(body.size())) << one;
+    EXPECT_EQ(field(one, "body_sha256"), "\"" + Sha256Hex(body) + "\"") << one;
+    reply = next;
+  }
+  close(fd);
+
+  const int cut = ConnectWithReadTimeout(port);
+  ASSERT_GE(cut, 0);
+  const std::string part =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n" + body_of(3000, 4);
+  ASSERT_EQ(send(cut, part.data(), part.size(), MSG_NOSIGNAL), static_cast<ssize_t>(part.size()));
+  shutdown(cut, SHUT_WR);
+  const std::string refused = ReadUntil(
+      cut, [](const std::string& got) { return got.find("\r\n\r\n") != std::string::npos; });
+  EXPECT_EQ(refused.substr(0, 12), "HTTP/1.1 400") << refused;
+  close(cut);
 }
 
 // Silence in either direction for longer than idle_timeout ends the exchange: a provider that
