@@ -157,35 +157,64 @@ std::string BodyEdit::Apply(std::string_view body) const {
   return out;
 }
 
+namespace {
+
+// Whether an escape of a lowercase ASCII letter starts at `at` (\u0060 to \u007f: the letters
+// and the six code points beside them). A key can be written so ("stre\u0061m" is "stream"),
+// and no serializer writes a letter so.
+bool EscapedLetterAt(std::string_view body, size_t at) {
+  return body.compare(at, 4, "\\u00") == 0 && at + 4 < body.size() &&
+         (body[at + 4] == '6' || body[at + 4] == '7');
+}
+
+}  // namespace
+
 bool MentionsStream(std::string_view body) {
   constexpr std::string_view kNeedle = "\"stream\"";
   size_t at = 0;
 #if defined(__SSE2__)
   // A conversation is a quote every few dozen bytes, and a search that stops at each quote to
   // compare (find, memmem) cost a JSON call 9 us per 64 KiB. Here sixteen places at a time must
-  // hold '"', 's' and 'm' where the needle has them before one is compared whole (2.6 us).
+  // hold '"', 's' and 'm' where the needle has them, or '\\' and '0' where an escaped letter has
+  // them, before one is compared whole (a JSON call of 64 KiB planned in 4.7 us; 3.3 when only
+  // the needle was searched for).
   const char* const data = body.data();
+  const auto load = [data](size_t from) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + from));
+  };
   const __m128i quote = _mm_set1_epi8('"');
   const __m128i s = _mm_set1_epi8('s');
   const __m128i m = _mm_set1_epi8('m');
-  const auto equal = [data](size_t from, __m128i byte) {
-    return _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + from)), byte);
-  };
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i zero = _mm_set1_epi8('0');
   // Each candidate at at..at+15 is compared with all 8 bytes, so 16 + 7 bytes must be there.
   while (body.size() - at >= 16 + kNeedle.size() - 1) {
-    const __m128i candidates =
-        _mm_and_si128(_mm_and_si128(equal(at, quote), equal(at + 1, s)), equal(at + 6, m));
-    for (auto bits = static_cast<unsigned>(_mm_movemask_epi8(candidates)); bits != 0;
-         bits &= bits - 1) {
-      if (body.compare(at + static_cast<size_t>(__builtin_ctz(bits)), kNeedle.size(), kNeedle) ==
-          0) {
+    const __m128i first = load(at);
+    const __m128i needles =
+        _mm_and_si128(_mm_and_si128(_mm_cmpeq_epi8(first, quote), _mm_cmpeq_epi8(load(at + 1), s)),
+                      _mm_cmpeq_epi8(load(at + 6), m));
+    const __m128i escapes =
+        _mm_and_si128(_mm_cmpeq_epi8(first, backslash), _mm_cmpeq_epi8(load(at + 2), zero));
+    for (auto bits = static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(needles, escapes)));
+         bits != 0; bits &= bits - 1) {
+      const size_t candidate = at + static_cast<size_t>(__builtin_ctz(bits));
+      if (body.compare(candidate, kNeedle.size(), kNeedle) == 0 ||
+          EscapedLetterAt(body, candidate)) {
         return true;
       }
     }
     at += 16;
   }
 #endif
-  return body.find(kNeedle, at) != std::string_view::npos;
+  if (body.find(kNeedle, at) != std::string_view::npos) {
+    return true;
+  }
+  for (at = body.find('\\', at); at != std::string_view::npos; at = body.find('\\', at + 1)) {
+    if (EscapedLetterAt(body, at)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body) {

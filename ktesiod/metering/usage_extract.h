@@ -56,8 +56,10 @@ struct RequestPlan {
 };
 RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body);
 
-// Whether the text "stream" in quotes appears anywhere in `body` (as body.find would say): a body
-// without it cannot ask for a stream, and a JSON call's plan then parses nothing.
+// Whether `body` may ask for a stream: the text "stream" in quotes appears in it (as body.find
+// would say), or a lowercase letter written as an escape (\u0060 to \u007f), which could spell
+// the key another way. A body with neither cannot ask for a stream, and a JSON call's plan then
+// parses nothing.
 bool MentionsStream(std::string_view body);
 
 struct TokenUsage {

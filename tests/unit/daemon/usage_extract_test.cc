@@ -5,9 +5,12 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -288,30 +291,68 @@ TEST(PlanRequestTest, InjectsIncludeUsageOnlyWhenTheClientDidNotAsk) {
   EXPECT_EQ(PlanRequest("GET", "/v1/chat/completions", "").shape, ApiShape::kOther);
 }
 
-// A JSON call is planned without a parse when its body never says "stream". The search tests
-// sixteen places at a time for the needle's quote, 's' and 'm' before comparing one whole: the
-// needle and look-alikes that share those bytes, at every offset of bodies of every length around
-// those steps, must get the answer a plain search gives.
+// A JSON call is planned without a parse when its body never says "stream" nor escapes a lowercase
+// letter (a key can be spelled so). The search tests sixteen places at a time for the needle's
+// quote, 's' and 'm', and for an escape's '\', 'u', '0', '0', before comparing one whole: the
+// needles and look-alikes that share those bytes, at every offset of bodies of every length around
+// those steps, must get the answer a plain search gives. Each body sits in a buffer of its exact
+// size, so that reading past its end is a fault under the address sanitizer.
 TEST(PlanRequestTest, TheStreamKeyIsFoundWhereverItFalls) {
   std::mt19937 random(5);
-  const std::string filler = "\"sm \\t";
-  const std::vector<std::string> pieces = {"\"stream\"", "\"streaM\"", "\"sxxxxm\"",
-                                           "\"stream",   "stream\"",   "\"sxxxxm"};
+  const std::string filler = "\"sm \\tu067";
+  const std::vector<std::string> pieces = {"\"stream\"", "\"streaM\"", "\"sxxxxm\"", "\"stream",
+                                           "stream\"",   "\"sxxxxm",   "\\u0073",    "\\u006d",
+                                           "\\u0053",    "\\u001b",    "\\u00e9",    "\\u2014",
+                                           "\\u00",      "\\u007",     "\\u0"};
+  const auto reference = [](std::string_view body) {
+    if (body.find("\"stream\"") != std::string_view::npos) {
+      return true;
+    }
+    for (size_t at = 0; at + 4 < body.size(); ++at) {
+      if (body.substr(at, 4) == "\\u00" && (body[at + 4] == '6' || body[at + 4] == '7')) {
+        return true;
+      }
+    }
+    return false;
+  };
   int found = 0;
   for (int round = 0; round < 20000; ++round) {
-    std::string body;
+    std::string text;
     const size_t length = random() % 90;
     for (size_t i = 0; i < length; ++i) {
-      body += random() % 2 == 0 ? filler[random() % filler.size()] : 'x';
+      text += random() % 2 == 0 ? filler[random() % filler.size()] : 'x';
     }
     if (random() % 2 == 0) {
-      body.insert(random() % (body.size() + 1), pieces[random() % pieces.size()]);
+      text.insert(random() % (text.size() + 1), pieces[random() % pieces.size()]);
     }
-    const bool expected = body.find("\"stream\"") != std::string::npos;
+    const std::unique_ptr<char[]> exact(new char[text.size()]);
+    std::memcpy(exact.get(), text.data(), text.size());
+    const std::string_view body(exact.get(), text.size());
+    const bool expected = reference(body);
     EXPECT_EQ(MentionsStream(body), expected) << body;
     found += expected ? 1 : 0;
   }
   EXPECT_GT(found, 1000);
+}
+
+// A key spelled with escapes is the key: a body that asks for a stream so gets include_usage
+// asked for like any other (were it taken for a JSON call, the usage would go unasked and the
+// call count as unknown usage, which no budget sees).
+TEST(PlanRequestTest, AnEscapedStreamKeyIsAStream) {
+  const std::string body = R"({"model":"m","stre\u0061m":true,"messages":[]})";
+  const RequestPlan plan = PlanRequest("POST", "/v1/chat/completions", body);
+  EXPECT_TRUE(plan.streaming);
+  ASSERT_TRUE(plan.edit.has_value());
+  EXPECT_EQ(plan.edit->Apply(body),
+            R"({"stream_options":{"include_usage":true},"model":"m","stre\u0061m":true,)"
+            R"("messages":[]})");
+  EXPECT_EQ(plan.model, "m");
+  // An escaped letter elsewhere asks for nothing: the body is parsed, and planned as a JSON call.
+  const RequestPlan json_call = PlanRequest("POST", "/v1/chat/completions",
+                                            R"({"model":"m","messages":[{"content":"\u0061"}]})");
+  EXPECT_FALSE(json_call.streaming);
+  EXPECT_FALSE(json_call.edit.has_value());
+  EXPECT_EQ(json_call.model, "m");
 }
 
 TEST(PlanRequestTest, TheRequestModelWhenItIsKnown) {
