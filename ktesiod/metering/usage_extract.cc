@@ -278,10 +278,8 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
           options->begin + 1, options->begin + 1,
           inside->members.empty() ? R"("include_usage":true)" : R"("include_usage":true,)"};
     }
-  } else {
-    return plan;  // a malformed stream_options: the provider will say so
   }
-  plan.injected = true;
+  // Any other stream_options is malformed: relayed untouched, the provider will say so.
   return plan;
 }
 

@@ -47,12 +47,14 @@ struct BodyEdit {
 struct RequestPlan {
   ApiShape shape = ApiShape::kOther;
   bool streaming = false;        // a JSON body with "stream": true
-  bool injected = false;         // include_usage was added by the proxy
   std::optional<BodyEdit> edit;  // the body's rewrite, when rewritten
   // The top-level "model" string of a model call's body, "" when absent, not a string, longer
   // than kMaxModelBytes or holding control characters (gen_ai.request.model, "when known").
   std::string model;
   static constexpr size_t kMaxModelBytes = 128;
+  // Whether include_usage is added by the proxy (the only rewrite): the usage chunk it brings is
+  // then removed from the stream the agent gets.
+  bool injected() const { return edit.has_value(); }
 };
 RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body);
 

@@ -225,11 +225,11 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   auto& response = parser.get();
   const unsigned status = response.result_int();
   ResponseMeter& meter = conn.meter;
-  meter.Reset(plan.shape, plan.injected, out.post);
+  meter.Reset(plan.shape, plan.injected(), out.post);
   meter.Begin(status, std::string_view(response[http::field::content_type].data(),
                                        response[http::field::content_type].size()));
   const ResponseFraming framing =
-      ChooseFraming(status, head_request, parser.content_length().has_value(), plan.injected,
+      ChooseFraming(status, head_request, parser.content_length().has_value(), plan.injected(),
                     client_version, keep_alive);
   // Named: the writer refers to it (absl::FunctionRef), so it must outlive the writer.
   const auto observe_added = [&] {
