@@ -162,8 +162,8 @@ asio::awaitable<void> ReadParse(tcp::socket& socket, beast::flat_buffer& buffer,
 // into the connection's 16 KiB buffer and a copy of each into the body, on the path of the first
 // token; here it is one read, most often. The body grows ahead of the reads by what it holds (at
 // least 64 KiB), not to the declared length at once: a client that declares the cap and trickles
-// commits no more memory than twice what it sent. The end of the stream before the last byte is
-// http::error::partial_message (as Beast's parser says it).
+// commits no more memory than 64 KiB or twice what it sent. The end of the stream before the last
+// byte is http::error::partial_message (as Beast's parser says it).
 inline asio::awaitable<void> ReadBody(tcp::socket& socket, beast::flat_buffer& buffer,
                                       size_t length, std::string& body, error_code& ec) {
   constexpr size_t kFirstRoom = 64u << 10;
