@@ -5,10 +5,12 @@
 //       usage, or (with "stream":true) 20 SSE chunks, a usage chunk and [DONE], chunked; model
 //       "slow-first" waits 20 ms after the first chunk (so time-to-first-token is measurable
 //       apart from the whole response). One Asio thread, keep-alive.
-//   ktesio_proxy_bench latency BASE_URL N [PROMPT_BYTES]
+//   ktesio_proxy_bench latency BASE_URL N [PROMPT_BYTES [PATH]]
 //       N sequential keep-alive calls each of: small JSON call (full round trip) and streamed
 //       call (time to the first SSE chunk); prints p50/p99 in microseconds. With PROMPT_BYTES,
 //       both calls carry a conversation of about that size (an agent's history), as agents send.
+//       PATH (below the base URL, /chat/completions by default) is where they are posted: the
+//       upstream answers every path alike, so /responses measures a body the proxy never edits.
 //   ktesio_proxy_bench throughput BASE_URL CONNECTIONS SECONDS
 //       CONNECTIONS keep-alive clients each streaming calls back to back; prints calls/s.
 //   ktesio_proxy_bench plan PROMPT_BYTES N
@@ -77,10 +79,11 @@ asio::awaitable<void> ServeUpstream(tcp::socket socket) {
   auto token = asio::redirect_error(asio::use_awaitable, ec);
   socket.set_option(tcp::no_delay(true));
   while (true) {
-    http::request<http::string_body> request;
+    http::request_parser<http::string_body> request;
+    request.body_limit(64u << 20);  // Beast's default, 1 MiB, would refuse a large conversation
     co_await http::async_read(socket, buffer, request, token);
     if (ec) co_return;
-    const std::string& body = request.body();
+    const std::string& body = request.get().body();
     const bool stream = body.find("\"stream\":true") != std::string::npos;
     if (!stream) {
       std::string reply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
@@ -131,7 +134,9 @@ int Upstream(const std::string& port_file) {
 // A blocking keep-alive HTTP/1.1 client for one connection.
 class Client {
  public:
-  Client(const std::string& host, int port, std::string prefix) : prefix_(std::move(prefix)) {
+  Client(const std::string& host, int port, std::string prefix,
+         std::string path = "/chat/completions")
+      : prefix_(std::move(prefix)), path_(std::move(path)) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -148,8 +153,8 @@ class Client {
 
   // Sends one call; returns {microseconds to the first body byte, to the end}.
   std::pair<double, double> Call(const std::string& body) {
-    const std::string request = "POST " + prefix_ +
-                                "/chat/completions HTTP/1.1\r\nHost: bench\r\n"
+    const std::string request = "POST " + prefix_ + path_ +
+                                " HTTP/1.1\r\nHost: bench\r\n"
                                 "Content-Type: application/json\r\nContent-Length: " +
                                 std::to_string(body.size()) + "\r\n\r\n" + body;
     const Clock::time_point t0 = Clock::now();
@@ -203,6 +208,7 @@ class Client {
   }
   int fd_;
   std::string prefix_;
+  std::string path_;
   std::string buffer_;
 };
 
@@ -244,9 +250,9 @@ std::string Conversation(size_t bytes) {
   return messages;
 }
 
-int Latency(const std::string& base, int n, size_t prompt_bytes) {
+int Latency(const std::string& base, int n, size_t prompt_bytes, const std::string& path) {
   const Url url = ParseUrl(base);
-  Client client(url.host, url.port, url.prefix);
+  Client client(url.host, url.port, url.prefix, path);
   const std::string history = Conversation(prompt_bytes);
   const std::string json_body =
       R"({"model":"m","messages":[)" +
@@ -321,8 +327,9 @@ int Plan(size_t prompt_bytes, int n) {
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 2 && args[0] == "upstream") return Upstream(args[1]);
-  if ((args.size() == 3 || args.size() == 4) && args[0] == "latency") {
-    return Latency(args[1], std::stoi(args[2]), args.size() == 4 ? std::stoul(args[3]) : 0);
+  if (args.size() >= 3 && args.size() <= 5 && args[0] == "latency") {
+    return Latency(args[1], std::stoi(args[2]), args.size() >= 4 ? std::stoul(args[3]) : 0,
+                   args.size() == 5 ? args[4] : "/chat/completions");
   }
   if (args.size() == 4 && args[0] == "throughput") {
     return Throughput(args[1], std::stoi(args[2]), std::stoi(args[3]));

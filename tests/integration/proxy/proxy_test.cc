@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -519,6 +520,200 @@ TEST_F(ProxyTest, ABodyEndsAtItsLengthAndACutOneIsRefused) {
   close(cut);
 }
 
+// A provider stand-in on a raw socket: the test sees exactly which bytes the proxy sends, and
+// when. Reads on an accepted connection give up after 20 s (a test fails instead of hanging).
+class RawUpstream {
+ public:
+  RawUpstream() {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        listen(listener_, 8) == 0 &&
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port_ = ntohs(addr.sin_port);
+    }
+  }
+  ~RawUpstream() { close(listener_); }
+  RawUpstream(const RawUpstream&) = delete;
+  RawUpstream& operator=(const RawUpstream&) = delete;
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+  // The next connection from the proxy, waited for up to 20 s; -1 when none came.
+  int Accept() const {
+    pollfd ready{listener_, POLLIN, 0};
+    if (poll(&ready, 1, 20000) != 1) {
+      return -1;
+    }
+    const int fd = accept(listener_, nullptr, nullptr);
+    timeval timeout{20, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    return fd;
+  }
+
+ private:
+  int listener_ = -1;
+  uint16_t port_ = 0;
+};
+
+// A request's head and the first `body_bytes` of its body (or what came before the peer closed
+// or the read timed out).
+std::string ReadHeadAnd(int fd, size_t body_bytes) {
+  return ReadUntil(fd, [body_bytes](const std::string& got) {
+    const size_t head_end = got.find("\r\n\r\n");
+    return head_end != std::string::npos && got.size() >= head_end + 4 + body_bytes;
+  });
+}
+
+std::string BodyOf(const std::string& request) {
+  const size_t head_end = request.find("\r\n\r\n");
+  return head_end == std::string::npos ? std::string() : request.substr(head_end + 4);
+}
+
+// A Responses call with `size` bytes of input, every byte depending on its place.
+std::string ResponsesBody(size_t size) {
+  std::string input(size, '\0');
+  for (size_t i = 0; i < size; ++i) {
+    input[i] = static_cast<char>('a' + (i * 7) % 26);
+  }
+  return R"({"model":"gpt-streamed","input":")" + input + R"("})";
+}
+
+constexpr std::string_view kResponsesReply =
+    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 71\r\n\r\n"
+    R"({"object":"response","usage":{"input_tokens":5,"output_tokens":7}}     )";
+
+bool ReplyComplete(const std::string& got) {
+  const size_t head_end = got.find("\r\n\r\n");
+  const size_t length_at = got.find("Content-Length: ");
+  return head_end != std::string::npos && length_at < head_end &&
+         got.size() >= head_end + 4 + std::stoul(got.substr(length_at + 16));
+}
+
+// A large body the agent sends in pieces, with pauses, reaches the provider whole: a Responses
+// call's byte for byte under the agent's Content-Length (then planned — its model — and metered),
+// a streaming chat completion's with include_usage spliced in and its Content-Length to match.
+TEST_F(ProxyTest, ABodySentInPiecesReachesTheProviderWholeAndEditedOnlyWhereAsked) {
+  RawUpstream upstream;
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, upstream.url());
+  const int fd = ConnectWithReadTimeout(port);
+  ASSERT_GE(fd, 0);
+  const std::string body = ResponsesBody(100000);
+  ASSERT_TRUE(SendWhole(fd, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 40000)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(SendWhole(fd, body.substr(40000)));
+  const int up = upstream.Accept();
+  ASSERT_GE(up, 0);
+  const std::string request = ReadHeadAnd(up, body.size());
+  EXPECT_TRUE(BodyOf(request) == body) << "the body reached the provider changed";
+  EXPECT_NE(request.find("\r\nContent-Length: " + std::to_string(body.size()) + "\r\n"),
+            std::string::npos)
+      << request.substr(0, request.find("\r\n\r\n"));
+  ASSERT_TRUE(SendWhole(up, std::string(kResponsesReply)));
+  const std::string reply = ReadUntil(fd, ReplyComplete);
+  EXPECT_EQ(reply.substr(0, 12), "HTTP/1.1 200") << reply;
+  std::vector<CallRecord> records = Records(1);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].shape, ApiShape::kResponses);
+  EXPECT_EQ(records[0].model, "gpt-streamed");
+  EXPECT_TRUE(records[0].known);
+  EXPECT_EQ(records[0].usage, (TokenUsage{5, 7}));
+
+  // A streaming chat completion in two pieces, the second late, on the same connections.
+  const std::string chat = R"({"model":"m","stream":true,"messages":[{"role":"user","content":")" +
+                           std::string(60000, 'q') + R"("}]})";
+  ASSERT_TRUE(SendWhole(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                                std::to_string(chat.size()) + "\r\n\r\n" + chat.substr(0, 30000)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(SendWhole(fd, chat.substr(30000)));
+  const std::string edited = R"({"stream_options":{"include_usage":true},)" + chat.substr(1);
+  const std::string chat_request = ReadHeadAnd(up, edited.size());
+  EXPECT_TRUE(BodyOf(chat_request) == edited) << "the chat body was not edited whole";
+  EXPECT_NE(chat_request.find("\r\nContent-Length: " + std::to_string(edited.size()) + "\r\n"),
+            std::string::npos);
+  close(up);
+  close(fd);
+}
+
+// A kept-alive provider connection that died while idle is found dead when a large request goes
+// out on it: the whole request goes out again on a fresh connection, and the call is answered
+// and metered once.
+TEST_F(ProxyTest, ALargeRequestIsSentWholeAgainWhenItsKeptConnectionWasDead) {
+  RawUpstream upstream;
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, upstream.url());
+  const int fd = ConnectWithReadTimeout(port);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendWhole(fd, "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const int first = upstream.Accept();
+  ASSERT_GE(first, 0);
+  ASSERT_FALSE(ReadHeadAnd(first, 0).empty());
+  ASSERT_TRUE(SendWhole(first, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"));
+  ASSERT_EQ(ReadUntil(fd, ReplyComplete).substr(0, 12), "HTTP/1.1 200");
+  close(first);  // the provider drops the idle connection the proxy keeps
+
+  const std::string body = ResponsesBody(100000);
+  ASSERT_TRUE(SendWhole(fd, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 40000)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(SendWhole(fd, body.substr(40000)));
+  const int second = upstream.Accept();
+  ASSERT_GE(second, 0);
+  const std::string request = ReadHeadAnd(second, body.size());
+  EXPECT_TRUE(BodyOf(request) == body) << "the retried request was not whole";
+  ASSERT_TRUE(SendWhole(second, std::string(kResponsesReply)));
+  const std::string reply = ReadUntil(fd, ReplyComplete);
+  EXPECT_EQ(reply.substr(0, 12), "HTTP/1.1 200") << reply;
+  EXPECT_EQ(Records(1).size(), 1u);
+  close(second);
+  close(fd);
+}
+
+// A large body sent in pieces to a provider that cannot be reached, or by an agent whose calls are
+// refused, is read to its end before the 502 or the 429: the connection stays in step and serves
+// the agent's next call.
+TEST_F(ProxyTest, ALargeBodyIsReadWholeBeforeA502OrA429) {
+  auto proxy = MakeProxy();
+  int probe = socket(AF_INET, SOCK_STREAM, 0);  // a port nothing listens on
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(probe);
+  const uint16_t dead =
+      OpenFor(*proxy, "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/v1");
+  absl::StatusOr<Upstream> provider =
+      ParseUpstream("metering.upstream_base_url", provider_.url() + "/v1");
+  ASSERT_TRUE(provider.ok());
+  absl::StatusOr<uint16_t> blocked = proxy->Open("spent", *provider, 0, false);
+  ASSERT_TRUE(blocked.ok());
+  proxy->Block("spent");
+  const std::string body = ResponsesBody(100000);
+  const std::string head =
+      "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n";
+  for (const auto& [listener, status] : {std::pair{dead, "502"}, std::pair{*blocked, "429"}}) {
+    const int fd = ConnectWithReadTimeout(listener);
+    ASSERT_GE(fd, 0);
+    for (int call = 0; call < 2; ++call) {
+      ASSERT_TRUE(SendWhole(fd, head + body.substr(0, 40000)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      ASSERT_TRUE(SendWhole(fd, body.substr(40000)));
+      const std::string reply = ReadUntil(fd, ReplyComplete);
+      EXPECT_EQ(reply.substr(0, 12), std::string("HTTP/1.1 ") + status)
+          << "call " << call << ": " << reply;
+    }
+    close(fd);
+  }
+  EXPECT_TRUE(provider_.Calls().empty());
+}
+
 // Silence in either direction for longer than idle_timeout ends the exchange: a provider that
 // stops mid-stream is cut off (the agent gets what came and no terminating chunk; the call is
 // recorded with unknown usage), long before the provider would go on.
@@ -802,6 +997,23 @@ TEST_F(TlsProxyTest, HttpsUpstreamIsVerifiedAgainstTheCaFile) {
       HttpRequest(*port, "POST", "/chat/completions", R"({"model":"m","stream":true})").status,
       200);
   EXPECT_TRUE(WaitFor([&] { return known.load() == 1; }));
+
+  // A large body sent in pieces goes through TLS whole.
+  absl::StatusOr<Upstream> root = ParseUpstream("k", provider.url());
+  ASSERT_TRUE(root.ok());
+  absl::StatusOr<uint16_t> echo = (*trusting)->Open("b", *root, 0, false);
+  ASSERT_TRUE(echo.ok());
+  const int fd = ConnectWithReadTimeout(*echo);
+  ASSERT_GE(fd, 0);
+  const std::string body = ResponsesBody(200000);
+  ASSERT_TRUE(SendWhole(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 50000)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(SendWhole(fd, body.substr(50000)));
+  const std::string echoed = ReadUntil(fd, ReplyComplete);
+  EXPECT_NE(echoed.find("\"body_sha256\": \"" + Sha256Hex(body) + "\""), std::string::npos)
+      << echoed;
+  close(fd);
 
   options.ca_file = dir / "missing.pem";
   EXPECT_FALSE(MeteringProxy::Create(options, on_call, log).ok());
