@@ -226,7 +226,9 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
   if (plan.shape == ApiShape::kOther) {
     return plan;
   }
-  const bool may_stream = MentionsStream(body);
+  // Only a chat completion's body may be rewritten (include_usage): of any other shape's, the
+  // model is all the plan reads — without scanning a long conversation for "stream" when it leads.
+  const bool may_stream = plan.shape == ApiShape::kChatCompletions && MentionsStream(body);
   if (!may_stream && LeadingModel(body, plan.model)) {
     return plan;  // nothing to rewrite, and the model leads: no need to parse the body
   }
@@ -246,7 +248,7 @@ RequestPlan PlanRequest(std::string_view method, std::string_view target, std::s
   }
   const json::Value* stream = root->Find("stream");
   plan.streaming = stream != nullptr && stream->kind == json::Kind::kBool && stream->boolean;
-  if (!plan.streaming || plan.shape != ApiShape::kChatCompletions) {
+  if (!plan.streaming) {
     return plan;
   }
   const json::Value* options = root->Find("stream_options");

@@ -46,7 +46,7 @@ struct BodyEdit {
 
 struct RequestPlan {
   ApiShape shape = ApiShape::kOther;
-  bool streaming = false;        // a JSON body with "stream": true
+  bool streaming = false;        // a chat completion's JSON body with "stream": true
   std::optional<BodyEdit> edit;  // the body's rewrite, when rewritten
   // The top-level "model" string of a model call's body, "" when absent, not a string, longer
   // than kMaxModelBytes or holding control characters (gen_ai.request.model, "when known").

@@ -383,6 +383,18 @@ TEST(PlanRequestTest, TheRequestModelWhenItIsKnown) {
         << c.body.substr(0, 120);
   }
   EXPECT_EQ(PlanRequest("POST", "/v1/messages", R"({"model":"claude"})").model, "claude");
+  // Only a chat completion's body is looked into for "stream": of another shape's, a leading model
+  // is read alone (the rest is the provider's to judge), a later one found by the parse.
+  const RequestPlan responses =
+      PlanRequest("POST", "/v1/responses", R"({"model":"gpt-5","stream":true,"input":[)");
+  EXPECT_EQ(responses.model, "gpt-5");
+  EXPECT_FALSE(responses.streaming);
+  EXPECT_FALSE(responses.edit.has_value());
+  EXPECT_EQ(PlanRequest("POST", "/v1/messages", R"({"stream":true,"model":"claude"})").model,
+            "claude");
+  EXPECT_EQ(PlanRequest("POST", "/v1/chat/completions", R"({"model":"m","stream":true,"x":[)").model,
+            "")
+      << "a chat completion that may stream is parsed whole, and this one is not JSON";
   EXPECT_EQ(PlanRequest("POST", "/v1/files", R"({"model":"x"})").model, "");  // no model call
   EXPECT_EQ(PlanRequest("GET", "/v1/chat/completions", R"({"model":"x"})").model, "");
 }
