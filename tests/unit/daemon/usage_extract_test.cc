@@ -392,8 +392,8 @@ TEST(PlanRequestTest, TheRequestModelWhenItIsKnown) {
   EXPECT_FALSE(responses.edit.has_value());
   EXPECT_EQ(PlanRequest("POST", "/v1/messages", R"({"stream":true,"model":"claude"})").model,
             "claude");
-  EXPECT_EQ(PlanRequest("POST", "/v1/chat/completions", R"({"model":"m","stream":true,"x":[)").model,
-            "")
+  EXPECT_EQ(
+      PlanRequest("POST", "/v1/chat/completions", R"({"model":"m","stream":true,"x":[)").model, "")
       << "a chat completion that may stream is parsed whole, and this one is not JSON";
   EXPECT_EQ(PlanRequest("POST", "/v1/files", R"({"model":"x"})").model, "");  // no model call
   EXPECT_EQ(PlanRequest("GET", "/v1/chat/completions", R"({"model":"x"})").model, "");
