@@ -6,7 +6,9 @@
 #
 # Latency is measured twice: with tiny bodies, and with each call carrying a conversation of
 # PROMPT_BYTES (an agent's history, as agents send it; 64 KiB by default). The proxy's request
-# planning of those two calls is also timed in process (ktesio_proxy_bench plan).
+# planning of those two calls is also timed in process (ktesio_proxy_bench plan). The conversation
+# calls go to PROMPT_PATH (/chat/completions by default, whose streamed body the proxy edits;
+# /responses for a body it relays untouched: the provider answers both alike).
 #
 # SESSIONS=1 places every party in its own session, as they run when deployed: the provider, the
 # daemon (a service), nginx (a daemon) and the client (an agent, which the shim starts in a session
@@ -14,12 +16,14 @@
 # one group (autogroup), so the two placements give different latencies: docs/benchmarks.md.
 #
 #   bench/proxy.sh                 N_LAT=1000 CONNS=32 SECONDS_TP=10 PROMPT_BYTES=65536 by default
+#   PROMPT_BYTES=1048576 PROMPT_PATH=/responses bench/proxy.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N_LAT=${N_LAT:-1000}
 CONNS=${CONNS:-32}
 SECONDS_TP=${SECONDS_TP:-10}
 PROMPT_BYTES=${PROMPT_BYTES:-65536}
+PROMPT_PATH=${PROMPT_PATH:-/chat/completions}
 SESSIONS=${SESSIONS:-0}
 
 source bench/lib.sh
@@ -64,6 +68,7 @@ events { worker_connections 1024; }
 http {
   access_log off;
   keepalive_requests 1000000;
+  client_max_body_size 64m;  # the default, 1 MiB, would refuse PROMPT_BYTES=1048576
   upstream provider { server 127.0.0.1:$up_port; keepalive 64; keepalive_requests 1000000; }
   server {
     listen 127.0.0.1:0;
@@ -90,10 +95,11 @@ for t in "${targets[@]}"; do
   set -- $t
   "${own[@]}" "$PB" latency "$2" "$N_LAT" | sed "s/^/${1}_/"
 done
-echo "== metering proxy: latency with a ${PROMPT_BYTES}-byte conversation in every call =="
+echo "== metering proxy: latency with a ${PROMPT_BYTES}-byte conversation in every call to $PROMPT_PATH =="
 for t in "${targets[@]}"; do
   set -- $t
-  "${own[@]}" "$PB" latency "$2" "$((N_LAT / 2))" "$PROMPT_BYTES" | sed "s/^/${1}_conversation_/"
+  "${own[@]}" "$PB" latency "$2" "$((N_LAT / 2))" "$PROMPT_BYTES" "$PROMPT_PATH" |
+    sed "s/^/${1}_conversation_/"
 done
 echo "== request planning of those calls, in process (CPU only: the streamed call's is on its first token's path) =="
 "$PB" plan "$PROMPT_BYTES" 2000
