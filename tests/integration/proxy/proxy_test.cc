@@ -581,6 +581,16 @@ std::string ResponsesBody(size_t size) {
   return R"({"model":"gpt-streamed","input":")" + input + R"("})";
 }
 
+// Sends a POST of `body` to `target` in two writes 50 ms apart, the first ending after `first`
+// bytes of the body; false when a write failed.
+bool SendInPieces(int fd, const std::string& target, const std::string& body, size_t first) {
+  const bool head =
+      SendWhole(fd, "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                        std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, first));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return head && SendWhole(fd, body.substr(first));
+}
+
 constexpr std::string_view kResponsesReply =
     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 71\r\n\r\n"
     R"({"object":"response","usage":{"input_tokens":5,"output_tokens":7}}     )";
@@ -602,10 +612,7 @@ TEST_F(ProxyTest, ABodySentInPiecesReachesTheProviderWholeAndEditedOnlyWhereAske
   const int fd = ConnectWithReadTimeout(port);
   ASSERT_GE(fd, 0);
   const std::string body = ResponsesBody(100000);
-  ASSERT_TRUE(SendWhole(fd, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                                std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 40000)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(SendWhole(fd, body.substr(40000)));
+  ASSERT_TRUE(SendInPieces(fd, "/v1/responses", body, 40000));
   const int up = upstream.Accept();
   ASSERT_GE(up, 0);
   const std::string request = ReadHeadAnd(up, body.size());
@@ -626,10 +633,7 @@ TEST_F(ProxyTest, ABodySentInPiecesReachesTheProviderWholeAndEditedOnlyWhereAske
   // A streaming chat completion in two pieces, the second late, on the same connections.
   const std::string chat = R"({"model":"m","stream":true,"messages":[{"role":"user","content":")" +
                            std::string(60000, 'q') + R"("}]})";
-  ASSERT_TRUE(SendWhole(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                                std::to_string(chat.size()) + "\r\n\r\n" + chat.substr(0, 30000)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(SendWhole(fd, chat.substr(30000)));
+  ASSERT_TRUE(SendInPieces(fd, "/v1/chat/completions", chat, 30000));
   const std::string edited = R"({"stream_options":{"include_usage":true},)" + chat.substr(1);
   const std::string chat_request = ReadHeadAnd(up, edited.size());
   EXPECT_TRUE(BodyOf(chat_request) == edited) << "the chat body was not edited whole";
@@ -657,10 +661,7 @@ TEST_F(ProxyTest, ALargeRequestIsSentWholeAgainWhenItsKeptConnectionWasDead) {
   close(first);  // the provider drops the idle connection the proxy keeps
 
   const std::string body = ResponsesBody(100000);
-  ASSERT_TRUE(SendWhole(fd, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                                std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 40000)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(SendWhole(fd, body.substr(40000)));
+  ASSERT_TRUE(SendInPieces(fd, "/v1/responses", body, 40000));
   const int second = upstream.Accept();
   ASSERT_GE(second, 0);
   const std::string request = ReadHeadAnd(second, body.size());
@@ -695,16 +696,11 @@ TEST_F(ProxyTest, ALargeBodyIsReadWholeBeforeA502OrA429) {
   ASSERT_TRUE(blocked.ok());
   proxy->Block("spent");
   const std::string body = ResponsesBody(100000);
-  const std::string head =
-      "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\n\r\n";
   for (const auto& [listener, status] : {std::pair{dead, "502"}, std::pair{*blocked, "429"}}) {
     const int fd = ConnectWithReadTimeout(listener);
     ASSERT_GE(fd, 0);
     for (int call = 0; call < 2; ++call) {
-      ASSERT_TRUE(SendWhole(fd, head + body.substr(0, 40000)));
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      ASSERT_TRUE(SendWhole(fd, body.substr(40000)));
+      ASSERT_TRUE(SendInPieces(fd, "/v1/responses", body, 40000));
       const std::string reply = ReadUntil(fd, ReplyComplete);
       EXPECT_EQ(reply.substr(0, 12), std::string("HTTP/1.1 ") + status)
           << "call " << call << ": " << reply;
@@ -1006,10 +1002,7 @@ TEST_F(TlsProxyTest, HttpsUpstreamIsVerifiedAgainstTheCaFile) {
   const int fd = ConnectWithReadTimeout(*echo);
   ASSERT_GE(fd, 0);
   const std::string body = ResponsesBody(200000);
-  ASSERT_TRUE(SendWhole(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                                std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 50000)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(SendWhole(fd, body.substr(50000)));
+  ASSERT_TRUE(SendInPieces(fd, "/echo", body, 50000));
   const std::string echoed = ReadUntil(fd, ReplyComplete);
   EXPECT_NE(echoed.find("\"body_sha256\": \"" + Sha256Hex(body) + "\""), std::string::npos)
       << echoed;
