@@ -135,6 +135,15 @@ std::string ApplyMaxRequestBytes(const toml::node& node, DaemonOptions& options)
   return "";
 }
 
+std::string ApplyRelayScheduling(const toml::node& node, DaemonOptions& options) {
+  std::optional<std::string> value = node.value<std::string>();
+  if (!value || (*value != "batch" && *value != "normal")) {
+    return MustBe("metering_relay_scheduling", "\"batch\" or \"normal\"");
+  }
+  options.metering_relay_batch = *value == "batch";
+  return "";
+}
+
 const std::map<std::string_view, Apply>& Keys() {
   using O = DaemonOptions;
   using S = telemetry::OtlpFileSettings;
@@ -158,6 +167,7 @@ const std::map<std::string_view, Apply>& Keys() {
                1000000)},
       {"metering_header_timeout_secs",
        Integer("metering_header_timeout_secs", &O::metering_header_timeout_secs, 1, 3600)},
+      {"metering_relay_scheduling", ApplyRelayScheduling},
       {"stop_timeout_secs", Integer("stop_timeout_secs", &O::stop_timeout_secs, 0, 86400)},
       {"max_instances", Integer("max_instances", &O::max_instances, 1, 1000000)},
       {"max_streams", Integer("max_streams", &O::max_streams, 1, 100000)},
@@ -201,6 +211,7 @@ std::string UnknownKey(std::string_view name) {
           : "known: version, log_level, socket, socket_group, metering_ca_file, "
             "metering_max_request_bytes, metering_max_connections, "
             "metering_max_connections_per_agent, metering_header_timeout_secs, "
+            "metering_relay_scheduling, "
             "stop_timeout_secs, max_instances, retention_*, max_streams, api_idle_timeout_secs, "
             "memory_trim_idle_secs, "
             "metrics_listen, otlp_*";

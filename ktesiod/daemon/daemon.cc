@@ -136,6 +136,8 @@ void Reload(const DaemonOptions& flags, const DaemonPaths& paths, DaemonOptions&
       fresh.metering_max_connections != running.metering_max_connections ||
           fresh.metering_max_connections_per_agent != running.metering_max_connections_per_agent ||
           fresh.metering_header_timeout_secs != running.metering_header_timeout_secs);
+  restart_only("metering_relay_scheduling",
+               fresh.metering_relay_batch != running.metering_relay_batch);
   struct stat config_stat {};
   if (stat(paths.config_path.c_str(), &config_stat) == 0) {
     log->info("reload: {} read", paths.config_path);
@@ -245,6 +247,7 @@ engine::EngineOptions EngineOptionsOf(const DaemonOptions& options, spdlog::logg
   engine_options.proxy.ca_file = options.metering_ca_file;
   engine_options.proxy.max_request_bytes = options.metering_max_request_bytes;
   engine_options.proxy.header_timeout = std::chrono::seconds(options.metering_header_timeout_secs);
+  engine_options.proxy.batch_scheduling = options.metering_relay_batch;
   engine_options.proxy.admission = ProxyAdmission(options, log);
   engine_options.limits = LimitsOf(options);
   return engine_options;

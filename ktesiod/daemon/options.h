@@ -25,6 +25,9 @@ struct DaemonOptions {
   uint32_t metering_max_connections = 4096;           // over every listener
   uint32_t metering_max_connections_per_agent = 256;  // per instance's listener
   uint32_t metering_header_timeout_secs = 30;         // a request head must arrive within
+  // The metering proxy thread's scheduling on Linux: SCHED_BATCH (true, "batch") or the daemon's
+  // own policy (false, "normal"); docs/metering.md "Scheduling".
+  bool metering_relay_batch = true;
   uint32_t stop_timeout_secs = 30;  // graceful stop window when a command names none
   uint64_t max_instances = 10000;   // registrations beyond this are refused
   uint32_t max_streams = 1024;      // concurrent event subscriptions + log follows

@@ -4,6 +4,7 @@
 // budgets act on proxied usage; a start without an upstream is refused before launch.
 
 #include <arpa/inet.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -464,6 +465,37 @@ TEST_F(MeteringTest, UnreachableUpstreamGivesTheAgentAnHonest502) {
   Call("a", "chat");
   EXPECT_NE(Logs("a").find("CALL chat failed HTTP Error 502"), std::string::npos) << Logs("a");
   EXPECT_EQ(Instance("a")["usage"]["unknown_usage_calls"].Int(), 0) << "no call reached a model";
+  ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
+}
+
+// The policy of the daemon's thread named `name` (sched_getscheduler), -1 when it has none.
+int ThreadPolicy(pid_t pid, const std::string& name) {
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    const std::string comm = ReadFileOrEmpty(task.path().string() + "/comm");
+    if (comm == name + "\n") {
+      return sched_getscheduler(static_cast<pid_t>(std::stoi(task.path().filename().string())));
+    }
+  }
+  return -1;
+}
+
+// The proxy thread gives up wake-up preemption (SCHED_BATCH, never inherited by what it might
+// start) unless the operator asks for the daemon's own policy; the engine thread keeps it.
+TEST_F(MeteringTest, TheProxyThreadRunsUnderBatchSchedulingUnlessConfiguredNormal) {
+  EXPECT_EQ(ThreadPolicy(daemon_.pid(), "kt-proxy"), SCHED_BATCH | SCHED_RESET_ON_FORK);
+  EXPECT_EQ(ThreadPolicy(daemon_.pid(), "kt-engine"), SCHED_OTHER);
+  ASSERT_EQ(daemon_.Stop(), 0);
+  const std::string config = daemon_.dir() + "/ktesiod.toml";
+  WriteFileOrDie(config, "metering_relay_scheduling = \"normal\"\n");
+  ASSERT_TRUE(daemon_.Start({"--config", config})) << daemon_.DaemonLog();
+  EXPECT_EQ(ThreadPolicy(daemon_.pid(), "kt-proxy"), SCHED_OTHER);
+  // The proxy still serves under either policy.
+  Register("a");
+  SetUpstream("a", provider_.url() + "/v1");
+  ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
+  Call("a", "chat");
+  EXPECT_EQ(provider_.Calls().size(), 1u);
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
 }
 

@@ -1,9 +1,12 @@
 #include "metering/proxy/proxy.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <memory>
 
@@ -17,6 +20,32 @@ namespace ktesio::daemon::metering {
 using proxy_internal::Await;
 using proxy_internal::ConnState;
 using proxy_internal::Exchange;
+
+namespace {
+
+// Puts the calling thread (the proxy's) under SCHED_BATCH. Every exchange wakes the proxy twice:
+// the agent's request and the provider's response. Socket wake-ups are synchronous: the woken
+// thread is queued on the waker's CPU, the waker being about to wait for the answer. Under
+// SCHED_OTHER the proxy then preempts the waker before it has gone to sleep, and what the proxy
+// wakes in turn (the provider) lands on the other CPU, idle: a wake-up from idle costs tens of
+// microseconds, in a VM the most. A batch thread does not preempt on wake-up, so it runs once
+// the waker sleeps, microseconds later, and the chain stays on one warm CPU. It keeps its nice
+// value and its fair share; only wake-up preemption is given up (measured in docs/benchmarks.md).
+// Children never inherit it (SCHED_RESET_ON_FORK). Not on macOS, which has no such policy.
+void UseBatchScheduling(spdlog::logger& log) {
+#if defined(__linux__)
+  sched_param param{};
+  param.sched_priority = 0;
+  if (sched_setscheduler(0, SCHED_BATCH | SCHED_RESET_ON_FORK, &param) != 0) {
+    log.warn("metering proxy: SCHED_BATCH refused ({}); the proxy thread keeps its policy",
+             std::strerror(errno));
+  }
+#else
+  (void)log;
+#endif
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<MeteringProxy>> MeteringProxy::Create(
     ProxyOptions options, OnCall on_call, std::shared_ptr<spdlog::logger> log) {
@@ -32,6 +61,9 @@ absl::StatusOr<std::unique_ptr<MeteringProxy>> MeteringProxy::Create(
   Impl* raw = impl.get();
   raw->thread = std::thread([raw] {
     pthread_setname_np(pthread_self(), "kt-proxy");
+    if (raw->options.batch_scheduling) {
+      UseBatchScheduling(*raw->log);
+    }
     raw->io.run();
   });
   return std::unique_ptr<MeteringProxy>(new MeteringProxy(std::move(impl)));

@@ -44,6 +44,10 @@ struct ProxyOptions {
   AdmissionLimits admission;  // connection caps (admission.h)
   // Call records reach `on_call` in batches at most this late (budgets see usage this late).
   std::chrono::milliseconds report_window{2};
+  // Linux: the proxy thread runs under SCHED_BATCH, so a request or response that wakes it does
+  // not preempt the process that sent it (docs/metering.md "Scheduling"); false keeps the
+  // daemon's own policy (metering_relay_scheduling = "normal").
+  bool batch_scheduling = true;
 };
 
 struct CallRecord {

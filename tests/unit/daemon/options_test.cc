@@ -157,6 +157,27 @@ TEST_F(ConfigFileTest, EveryIntegerKeyChecksItsRange) {
   EXPECT_EQ(options.memory_trim_idle_secs, 5u);
 }
 
+TEST_F(ConfigFileTest, RelaySchedulingIsBatchUnlessNormal) {
+  DaemonOptions options;
+  EXPECT_TRUE(options.metering_relay_batch);  // the default
+  KT_ASSERT_OK(ApplyConfigFile(Write("metering_relay_scheduling = \"normal\"\n"), true, options));
+  EXPECT_FALSE(options.metering_relay_batch);
+  KT_ASSERT_OK(ApplyConfigFile(Write("metering_relay_scheduling = \"batch\"\n"), true, options));
+  EXPECT_TRUE(options.metering_relay_batch);
+  for (const std::string value : {"\"fifo\"", "\"BATCH\"", "\"\"", "1", "true"}) {
+    DaemonOptions refused;
+    refused.metering_relay_batch = false;
+    absl::Status status =
+        ApplyConfigFile(Write("metering_relay_scheduling = " + value + "\n"), true, refused);
+    ASSERT_FALSE(status.ok()) << value;
+    EXPECT_NE(std::string(status.message())
+                  .find("'metering_relay_scheduling' must be \"batch\" or \"normal\""),
+              std::string::npos)
+        << status;
+    EXPECT_FALSE(refused.metering_relay_batch) << value << " changed the option";
+  }
+}
+
 TEST_F(ConfigFileTest, UnknownKeysNameTheirFamily) {
   DaemonOptions options;
   for (const auto& [key, family] : std::vector<std::pair<std::string, std::string>>{
