@@ -4,8 +4,8 @@
 // budgets act on proxied usage; a start without an upstream is refused before launch.
 
 #include <arpa/inet.h>
-#include <sched.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
