@@ -86,7 +86,17 @@ std::string ResponseHead(const http::response_header<>& response, ResponseFramin
   return head;
 }
 
-OutgoingRequest UpstreamRequest(http::request<http::string_body>& request, std::string_view target,
+void BodyBytes::Reserve(size_t capacity) {
+  if (capacity <= capacity_) {
+    return;
+  }
+  std::unique_ptr<char[]> room(new char[capacity]);  // default-initialised: not filled
+  std::copy_n(bytes_.get(), size_, room.get());
+  bytes_ = std::move(room);
+  capacity_ = capacity;
+}
+
+OutgoingRequest UpstreamRequest(AgentRequest& request, std::string_view target,
                                 const Upstream& upstream, const RequestPlan& plan) {
   OutgoingRequest out;
   out.post = request.method() == http::verb::post;

@@ -166,11 +166,11 @@ asio::awaitable<void> ReadParse(tcp::socket& socket, beast::flat_buffer& buffer,
 // what it sent. The end of the stream before the last byte is http::error::partial_message (as
 // Beast's parser says it).
 inline asio::awaitable<void> ReadBody(tcp::socket& socket, beast::flat_buffer& buffer,
-                                      size_t length, std::string& body, error_code& ec) {
+                                      size_t length, BodyBytes& body, error_code& ec) {
   constexpr size_t kFirstRoom = 64u << 10;
   ec = {};
   const size_t held = std::min(length, buffer.size());
-  body.resize(held);
+  body.Resize(held);
   asio::buffer_copy(asio::buffer(body.data(), held), buffer.data());
   buffer.consume(held);
   size_t have = held;
@@ -181,7 +181,7 @@ inline asio::awaitable<void> ReadBody(tcp::socket& socket, beast::flat_buffer& b
       // moved four times as it came).
       error_code ignored;  // nothing known to be waiting: the doubling alone
       const size_t waiting = socket.available(ignored);
-      body.resize(std::min(length, have + std::max({kFirstRoom, have, waiting})));
+      body.Resize(std::min(length, have + std::max({kFirstRoom, have, waiting})));
     }
     const size_t n = socket.read_some(asio::buffer(body.data() + have, body.size() - have), ec);
     if (WouldBlock(ec)) {  // nothing yet: wait until the socket is readable (read dry just now)
@@ -508,8 +508,9 @@ struct MeteringProxy::Impl {
   // Reads the agent's next request; nullopt when the connection is over (the agent left, or a
   // malformed or oversized request got its 400/413/431 reply, or a target outside
   // `path_prefix` its 403 — decided on the head, before any body is read or 100-continue sent).
-  asio::awaitable<std::optional<http::request<http::string_body>>> ReadRequest(
-      ConnState& conn, beast::flat_buffer& buffer, std::string_view path_prefix);
+  asio::awaitable<std::optional<AgentRequest>> ReadRequest(ConnState& conn,
+                                                           beast::flat_buffer& buffer,
+                                                           std::string_view path_prefix);
   // Sends `out` upstream (once more on a fresh connection when a reused one turned out dead)
   // and relays the response.
   asio::awaitable<Exchange> Forward(Listener& listener, ConnState& conn, const OutgoingRequest& out,

@@ -339,10 +339,10 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
   co_return Exchange::kDone;
 }
 
-asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::Impl::ReadRequest(
+asio::awaitable<std::optional<AgentRequest>> MeteringProxy::Impl::ReadRequest(
     ConnState& conn, beast::flat_buffer& buffer, std::string_view path_prefix) {
   error_code ec;
-  http::request_parser<http::string_body> parser;
+  http::request_parser<RequestBody> parser;
   parser.header_limit(kHeaderLimit);
   // No limit while the head is read: Beast would judge a declared Content-Length before the path
   // is, and a stranger must get 403 whatever it declares. The limit is set once the path is ours.
@@ -413,7 +413,7 @@ asio::awaitable<std::optional<http::request<http::string_body>>> MeteringProxy::
   // the parser, which removes the chunking and counts it against the cap as it arrives.
   if (!parser.chunked()) {
     const size_t length = parser.content_length().value_or(0);
-    http::request<http::string_body> request = parser.release();
+    AgentRequest request = parser.release();
     co_await proxy_internal::ReadBody(socket, buffer, length, request.body(), ec);
     if (ec) {
       if (ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor) {

@@ -125,6 +125,9 @@ TEST(HttpMessage, ABodilessResponseKeepsTheProvidersLengthAndGetsAReasonWhenItHa
             "HTTP/1.1 204 No Content\r\n\r\n");
 }
 
+// The agent's body as the proxy holds it.
+BodyBytes Bytes(std::string_view text) { return BodyBytes(text); }
+
 // Parses the bytes UpstreamRequest would send, as the provider would (the whole message).
 http::request<http::string_body> ParseSent(const OutgoingRequest& sent) {
   std::string wire;
@@ -148,14 +151,14 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
   absl::StatusOr<Upstream> upstream =
       ParseUpstream("metering.upstream_base_url", "http://api.example.com:8080/v1");
   KT_ASSERT_OK(upstream.status());
-  http::request<http::string_body> request{http::verb::post, "/kt-x/chat/completions", 10};
+  AgentRequest request{http::verb::post, "/kt-x/chat/completions", 10};
   request.set(http::field::host, "127.0.0.1:5000");
   request.set(http::field::authorization, "Bearer k");
   request.set(http::field::accept_encoding, "gzip");
   request.set(http::field::expect, "100-continue");
   request.set(http::field::connection, "keep-alive, x-hop");
   request.set("X-Hop", "dropped");
-  request.body() = R"({"model":"m","stream":true})";
+  request.body() = Bytes(R"({"model":"m","stream":true})");
   request.prepare_payload();
   RequestPlan plan;
   const std::string planned =
@@ -180,10 +183,12 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
   EXPECT_TRUE(out.keep_alive());
   // A plan that replaces a span in the middle: the bytes on either side go as they came, and the
   // length is the edited body's.
-  http::request<http::string_body> asked_no{http::verb::post, "/v1/chat/completions", 11};
-  asked_no.body() = R"({"stream":true,"stream_options":{"include_usage":false},"n":1})";
+  const std::string_view asked_body =
+      R"({"stream":true,"stream_options":{"include_usage":false},"n":1})";
+  AgentRequest asked_no{http::verb::post, "/v1/chat/completions", 11};
+  asked_no.body() = Bytes(asked_body);
   asked_no.prepare_payload();
-  const RequestPlan replace = PlanRequest("POST", "/v1/chat/completions", asked_no.body());
+  const RequestPlan replace = PlanRequest("POST", "/v1/chat/completions", asked_body);
   ASSERT_TRUE(replace.edit.has_value());
   const http::request<http::string_body> replaced =
       ParseSent(UpstreamRequest(asked_no, "/chat/completions", *upstream, replace));
@@ -192,14 +197,14 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
             std::to_string(replaced.body().size()));
   // Without a rewrite the agent's own body goes; a request without one declares none.
   RequestPlan no_rewrite;
-  http::request<http::string_body> own{http::verb::post, "/embeddings", 11};
-  own.body() = R"({"input":"x"})";
+  AgentRequest own{http::verb::post, "/embeddings", 11};
+  own.body() = Bytes(R"({"input":"x"})");
   own.prepare_payload();
   const http::request<http::string_body> forwarded =
       ParseSent(UpstreamRequest(own, "/embeddings", *upstream, no_rewrite));
   EXPECT_EQ(forwarded.body(), R"({"input":"x"})");
   EXPECT_EQ(std::string(forwarded[http::field::content_length]), "13");
-  http::request<http::string_body> get{http::verb::get, "/models?x=1", 11};
+  AgentRequest get{http::verb::get, "/models?x=1", 11};
   const OutgoingRequest plain_sent = UpstreamRequest(get, "/models?x=1", *upstream, no_rewrite);
   EXPECT_FALSE(plain_sent.post);
   EXPECT_EQ(plain_sent.head,
@@ -207,6 +212,41 @@ TEST(HttpMessage, TheUpstreamRequestCarriesOnlyEndToEndFieldsAndThePlannedBody) 
             "Accept-Encoding: identity\r\n\r\n");
   const http::request<http::string_body> plain = ParseSent(plain_sent);
   EXPECT_EQ(plain.count(http::field::content_length), 0u);
+}
+
+// The room of a body grows only as asked, keeps what was written, and a move leaves nothing
+// behind; a chunked body is put together by the parser, the room doubling as it comes.
+TEST(HttpMessage, BodyBytesKeepWhatWasWrittenAndGrowOnlyAsAsked) {
+  BodyBytes body(std::string_view("hello"));
+  EXPECT_EQ(body.view(), "hello");
+  EXPECT_EQ(body.capacity(), 5u);
+  body.Resize(3);
+  EXPECT_EQ(body.view(), "hel");
+  EXPECT_EQ(body.capacity(), 5u);
+  body.Reserve(4);  // less than it has: nothing moves
+  EXPECT_EQ(body.capacity(), 5u);
+  body.Resize(1000);
+  EXPECT_EQ(body.capacity(), 1000u);
+  EXPECT_EQ(body.view().substr(0, 3), "hel");
+  BodyBytes moved(std::move(body));
+  EXPECT_EQ(moved.size(), 1000u);
+  EXPECT_EQ(body.size(), 0u);  // NOLINT(bugprone-use-after-move): a moved-from body is empty
+  EXPECT_EQ(body.capacity(), 0u);
+
+  http::request_parser<RequestBody> parser;
+  parser.eager(true);
+  const std::string wire =
+      "POST /v1/responses HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\n{\"a\":\r\n" +
+      std::string("3\r\n1}\n\r\n") + "0\r\n\r\n";
+  boost::system::error_code ec;
+  EXPECT_EQ(parser.put(boost::asio::buffer(wire), ec), wire.size());
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_TRUE(parser.is_done());
+  AgentRequest request = parser.release();
+  EXPECT_EQ(request.body().view(), "{\"a\":1}\n");
+  EXPECT_GE(request.body().capacity(), request.body().size());
+  EXPECT_LE(request.body().capacity(), 2 * request.body().size());
 }
 
 TEST(HttpMessage, OnlyTheAgentsPathPrefixIsServed) {
