@@ -67,7 +67,8 @@ class BodyBytes {
 };
 
 // A Beast body of BodyBytes, read only (the proxy writes requests itself): a chunked request's
-// body, as the parser removes the chunking. Its room doubles, never past what was sent.
+// body, as the parser removes the chunking. Its room doubles as the body grows: at most twice
+// what was sent.
 struct RequestBody {
   using value_type = BodyBytes;
   static std::uint64_t size(const value_type& body) { return body.size(); }
