@@ -481,21 +481,26 @@ int ThreadPolicy(pid_t pid, const std::string& name) {
 }
 
 // The proxy thread gives up wake-up preemption (SCHED_BATCH, never inherited by what it might
-// start) unless the operator asks for the daemon's own policy; the engine thread keeps it.
+// start) unless the operator asks for the daemon's own policy; the engine thread keeps it. Each
+// thread names itself and sets its policy once it runs, which may be after the daemon is ready:
+// waited for (under ASan it was not there yet).
 TEST_F(MeteringTest, TheProxyThreadRunsUnderBatchSchedulingUnlessConfiguredNormal) {
-  EXPECT_EQ(ThreadPolicy(daemon_.pid(), "kt-proxy"), SCHED_BATCH | SCHED_RESET_ON_FORK);
-  EXPECT_EQ(ThreadPolicy(daemon_.pid(), "kt-engine"), SCHED_OTHER);
+  const auto proxy_policy = [&] { return ThreadPolicy(daemon_.pid(), "kt-proxy"); };
+  EXPECT_TRUE(WaitFor([&] { return proxy_policy() == (SCHED_BATCH | SCHED_RESET_ON_FORK); }))
+      << proxy_policy();
+  EXPECT_TRUE(WaitFor([&] { return ThreadPolicy(daemon_.pid(), "kt-engine") == SCHED_OTHER; }))
+      << ThreadPolicy(daemon_.pid(), "kt-engine");
   ASSERT_EQ(daemon_.Stop(), 0);
   const std::string config = daemon_.dir() + "/ktesiod.toml";
   WriteFileOrDie(config, "metering_relay_scheduling = \"normal\"\n");
   ASSERT_TRUE(daemon_.Start({"--config", config})) << daemon_.DaemonLog();
-  EXPECT_EQ(ThreadPolicy(daemon_.pid(), "kt-proxy"), SCHED_OTHER);
-  // The proxy still serves under either policy.
+  // The proxy still serves under either policy; once it has served, its thread is set up.
   Register("a");
   SetUpstream("a", provider_.url() + "/v1");
   ASSERT_EQ(daemon_.Ctl({"agent", "start", "a"}).exit_code, 0);
   Call("a", "chat");
   EXPECT_EQ(provider_.Calls().size(), 1u);
+  EXPECT_EQ(proxy_policy(), SCHED_OTHER);
   ASSERT_EQ(daemon_.Ctl({"agent", "stop", "a", "--timeout", "0"}).exit_code, 0);
 }
 
