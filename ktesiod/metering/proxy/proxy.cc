@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<MeteringProxy>> MeteringProxy::Create(
     ProxyOptions options, OnCall on_call, std::shared_ptr<spdlog::logger> log) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  impl->batch_window = ReportWindow(impl->options.report_window, impl->options.report_window_max);
   impl->on_call = std::move(on_call);
   impl->log = std::move(log);
   impl->admission = std::make_unique<Admission>(impl->options.admission);

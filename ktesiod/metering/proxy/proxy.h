@@ -42,8 +42,11 @@ struct ProxyOptions {
   // A request head (or, on a kept-alive connection, the next one) must arrive within this.
   std::chrono::milliseconds header_timeout{30'000};
   AdmissionLimits admission;  // connection caps (admission.h)
-  // Call records reach `on_call` in batches at most this late (budgets see usage this late).
+  // Call records reach `on_call` in batches at most `report_window` late (budgets see usage this
+  // late); while calls come faster than a batch per window can carry cheaply, the window widens
+  // up to `report_window_max` (report_window.h).
   std::chrono::milliseconds report_window{2};
+  std::chrono::milliseconds report_window_max{10};
   // Linux: the proxy thread runs under SCHED_BATCH, so a request or response that wakes it does
   // not preempt the process that sent it (docs/metering.md "Scheduling"); false keeps the
   // daemon's own policy (metering_relay_scheduling = "normal").

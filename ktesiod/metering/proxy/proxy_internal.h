@@ -37,6 +37,7 @@
 #include "ktesio/contract/error.h"
 #include "metering/proxy/http_message.h"
 #include "metering/proxy/proxy.h"
+#include "metering/proxy/report_window.h"
 
 // This header is private to the proxy's two .cc files: these aliases are theirs.
 namespace ktesio::daemon::metering {
@@ -442,6 +443,8 @@ struct MeteringProxy::Impl {
   OnCall on_call;
   std::vector<CallRecord> batch;  // proxy thread only
   bool batch_armed = false;
+  // Set by Create from `options`; proxy thread only afterwards.
+  ReportWindow batch_window{ProxyOptions().report_window, ProxyOptions().report_window_max};
   std::shared_ptr<spdlog::logger> log;
   std::unique_ptr<Admission> admission;  // before io: outlives the coroutines io destroys
   asio::io_context io{1};

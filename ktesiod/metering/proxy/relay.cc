@@ -100,11 +100,12 @@ void MeteringProxy::Impl::Report(const std::string& instance, const RequestPlan&
   batch.push_back(std::move(record));
   if (!batch_armed) {
     batch_armed = true;
-    batch_timer.expires_after(options.report_window);
+    batch_timer.expires_after(batch_window.current());
     batch_timer.async_wait([this](const error_code&) {
       batch_armed = false;
       std::vector<CallRecord> ready;
       ready.swap(batch);
+      batch_window.Handed(ready.size());
       on_call(std::move(ready));
     });
   }
