@@ -303,7 +303,10 @@ int64_t Database::Changes() const { return sqlite3_changes64(db_); }
 int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
 
 absl::StatusOr<Transaction> Transaction::Begin(Database& db) {
-  KT_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+  // BEGIN and COMMIT run as cached statements: sqlite3_exec would parse them at every
+  // transaction, and the engine commits one per batch of metered calls.
+  KT_ASSIGN_OR_RETURN(Statement begin, db.Prepare("BEGIN IMMEDIATE"));
+  KT_RETURN_IF_ERROR(begin.Run());
   return Transaction(&db);
 }
 
@@ -316,7 +319,8 @@ Transaction::~Transaction() {
 }
 
 absl::Status Transaction::Commit() {
-  absl::Status status = db_->Exec("COMMIT");
+  absl::StatusOr<Statement> commit = db_->Prepare("COMMIT");
+  absl::Status status = commit.ok() ? commit->Run() : commit.status();
   if (status.ok()) {
     db_ = nullptr;
   }
