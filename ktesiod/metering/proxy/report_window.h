@@ -1,15 +1,14 @@
 #pragma once
 
 // How long the proxy holds finished calls' records before it hands them to the ledger as one
-// batch (docs/metering.md "Recording calls"). A batch is one store transaction, and a transaction
-// costs about as much as a hundred of the rows in it, so under load the window widens; a call
-// after a quiet spell is still handed over after the base window, which is what a budget or an
-// operator polling the usage sees.
+// batch (docs/metering.md "Recording: ledger, events, budgets"). A batch is one store
+// transaction, and a transaction costs about as much as thirty of the rows in it, so under load
+// the window widens. A call after a quiet spell is still handed over after the base window, and
+// that is the delay a budget or an operator polling the usage sees.
 //
-// The window starts at `base`. A batch of at least kBusyBatch records (calls arriving faster than
-// one per window's worth of transactions) doubles the next window, up to `ceiling`; a smaller batch
-// returns it to `base`. Budgets therefore see usage at most `ceiling` late, and only while calls
-// come faster than kBusyBatch per window.
+// The window starts at `base`. A batch of at least kBusyBatch records doubles the next window, up
+// to `ceiling`; a smaller batch returns it to `base`. Budgets therefore see usage at most
+// `ceiling` late, and later than `base` only while calls finish at kBusyBatch or more per window.
 //
 // Thread-safety: not thread-safe (the proxy thread owns it).
 
