@@ -42,9 +42,9 @@ struct ProxyOptions {
   // A request head (or, on a kept-alive connection, the next one) must arrive within this.
   std::chrono::milliseconds header_timeout{30'000};
   AdmissionLimits admission;  // connection caps (admission.h)
-  // Call records reach `on_call` in batches at most `report_window` late (budgets see usage this
-  // late); while calls come faster than a batch per window can carry cheaply, the window widens
-  // up to `report_window_max` (report_window.h).
+  // Call records reach `on_call` in batches `report_window` late; while the proxy finishes many
+  // calls per window the window widens, so they are at most `report_window_max` late (budgets
+  // see usage this late; report_window.h).
   std::chrono::milliseconds report_window{2};
   std::chrono::milliseconds report_window_max{10};
   // Linux: the proxy thread runs under SCHED_BATCH, so a request or response that wakes it does

@@ -100,12 +100,12 @@ void MeteringProxy::Impl::Report(const std::string& instance, const RequestPlan&
   batch.push_back(std::move(record));
   if (!batch_armed) {
     batch_armed = true;
-    batch_timer.expires_after(batch_window.current());
+    batch_timer.expires_after(batch_window.Begin(std::chrono::steady_clock::now()));
     batch_timer.async_wait([this](const error_code&) {
       batch_armed = false;
       std::vector<CallRecord> ready;
       ready.swap(batch);
-      batch_window.Handed(ready.size());
+      batch_window.Handed(ready.size(), std::chrono::steady_clock::now());
       on_call(std::move(ready));
     });
   }
