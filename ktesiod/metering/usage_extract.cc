@@ -218,24 +218,48 @@ bool MentionsStream(std::string_view body) {
 }
 
 RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body) {
-  RequestPlan plan;
-  if (method != "POST") {
-    return plan;
+  return RequestPlanner(method, target).Finish(body);
+}
+
+RequestPlanner::RequestPlanner(std::string_view method, std::string_view target)
+    : shape_(method == "POST" ? ShapeOfTarget(target) : ApiShape::kOther) {}
+
+bool RequestPlanner::SearchStream(std::string_view body) {
+  if (!mentions_) {
+    // A mention begins at most 7 bytes (the needle's length less one) before the end of what was
+    // searched, an escaped letter's five bytes fewer.
+    constexpr size_t kOverlap = 7;
+    const size_t from = searched_ > kOverlap ? searched_ - kOverlap : 0;
+    mentions_ = MentionsStream(body.substr(from));
+    searched_ = body.size();
   }
-  plan.shape = ShapeOfTarget(target);
+  return mentions_;
+}
+
+void RequestPlanner::Arrived(std::string_view body) {
+  // Only a chat completion's body is read whole before it goes upstream, and only when it
+  // mentions "stream" (PlanRequest).
+  if (shape_ == ApiShape::kChatCompletions && SearchStream(body)) {
+    scanner_.Advance(body);
+  }
+}
+
+RequestPlan RequestPlanner::Finish(std::string_view body) {
+  RequestPlan plan;
+  plan.shape = shape_;
   if (plan.shape == ApiShape::kOther) {
     return plan;
   }
   // Only a chat completion's body may be rewritten (include_usage): of any other shape's, the
   // model is all the plan reads — without scanning a long conversation for "stream" when it leads.
-  const bool may_stream = plan.shape == ApiShape::kChatCompletions && MentionsStream(body);
+  const bool may_stream = plan.shape == ApiShape::kChatCompletions && SearchStream(body);
   if (!may_stream && LeadingModel(body, plan.model)) {
     return plan;  // nothing to rewrite, and the model leads: no need to parse the body
   }
   // The body is validated whole, but only its top level is built: most of a model call's body is
   // conversation history, which a full parse would copy string by string before the first byte
   // goes upstream (time to first token).
-  std::optional<json::Value> root = json::ParseShallow(body);
+  std::optional<json::Value> root = may_stream ? scanner_.Finish(body) : json::ParseShallow(body);
   if (!root.has_value() || root->kind != json::Kind::kObject) {
     return plan;  // relayed untouched; the provider judges it
   }

@@ -58,6 +58,31 @@ struct RequestPlan {
 };
 RequestPlan PlanRequest(std::string_view method, std::string_view target, std::string_view body);
 
+// PlanRequest for a body that arrives in pieces. Arrived, after each piece, does the reading that
+// can be done early: a chat completion's body is searched for "stream" and, once it mentions it,
+// validated as it comes (json::ShallowScanner). Finish then reads only what came last: a 1 MiB
+// conversation is not read whole between its last byte and its first byte upstream.
+// Finish(body) returns exactly PlanRequest(method, target, body) for the body whose growth
+// Arrived saw (a body that grew without Arrived calls is planned at Finish alike). Once.
+class RequestPlanner {
+ public:
+  RequestPlanner() = default;  // plans a request that is not a model call
+  RequestPlanner(std::string_view method, std::string_view target);
+  // `body` is the body so far: what earlier calls saw, grown (it may have moved).
+  void Arrived(std::string_view body);
+  RequestPlan Finish(std::string_view body);
+
+ private:
+  // Whether the body mentions "stream" (MentionsStream), searching from where the last search
+  // stopped: less the needle's length, as it may straddle the end of what had come.
+  bool SearchStream(std::string_view body);
+
+  ApiShape shape_ = ApiShape::kOther;
+  size_t searched_ = 0;  // MentionsStream has read body[0, searched_)
+  bool mentions_ = false;
+  json::ShallowScanner scanner_;  // advanced once the body mentions "stream"
+};
+
 // Whether `body` may ask for a stream: the text "stream" in quotes appears in it (as body.find
 // would say), or a lowercase letter written as an escape (\u0060 to \u007f), which could spell
 // the key another way. A body with neither cannot ask for a stream, and a JSON call's plan then

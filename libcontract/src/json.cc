@@ -218,26 +218,41 @@ uint64_t SpecialBits64(const char* at) {
 }
 #endif
 
-// Validates the string literal whose opening quote is text[pos] as DecodeString would, decoding
-// nothing, and leaves `pos` after its closing quote. Request planning validates a whole model
-// call this way before its first byte goes upstream, and an agent's conversation is escapes every
-// few dozen bytes (quotes and newlines of code, \u of non-ASCII text): each block of 64 bytes is
-// classified once and every escape in it is stepped over from that block's bits.
-bool SkipString(std::string_view text, size_t& pos) {
-  size_t p = pos + 1;  // after the opening quote
+// How far a string's validation got: its end, the end of the text so far (more may come), or
+// something malformed.
+enum class StringScan { kEnd, kMore, kBad };
+
+// The longest escape: a surrogate pair, "\uD83D\uDE00".
+constexpr size_t kLongestEscape = 12;
+
+// Validates a string literal from `p`, a place inside it (just after its opening quote, or after
+// a character or escape already validated), as DecodeString would, decoding nothing. kEnd leaves
+// `p` after the closing quote. When `whole` is false the text may still grow: reaching its end,
+// or an escape too near it to be judged, is kMore with `p` where validation resumes (never inside
+// an escape). Request planning validates a whole model call this way before its first byte goes
+// upstream, and an agent's conversation is escapes every few dozen bytes (quotes and newlines of
+// code, \u of non-ASCII text): each block of 64 bytes is classified once and every escape in it
+// is stepped over from that block's bits.
+StringScan ScanStringFrom(std::string_view text, size_t& p, bool whole) {
+  const auto too_near = [&](size_t at) { return !whole && text.size() - at < kLongestEscape; };
 #if defined(__SSE2__)
   while (text.size() - p >= 64) {
     uint64_t specials = SpecialBits64(text.data() + p);
     size_t next = p + 64;
     while (specials != 0) {
+      const size_t at = p + __builtin_ctzll(specials);
+      if (too_near(at) && text[at] == '\\') {
+        p = at;
+        return StringScan::kMore;
+      }
       size_t after = 0;
-      const Special special = SkipSpecial(text, p + __builtin_ctzll(specials), after);
+      const Special special = SkipSpecial(text, at, after);
       if (special == Special::kEnd) {
-        pos = after;
-        return true;
+        p = after;
+        return StringScan::kEnd;
       }
       if (special == Special::kMalformed) {
-        return false;
+        return StringScan::kBad;
       }
       if (after - p >= 64) {  // the escape ran into the next block
         next = after;
@@ -253,19 +268,71 @@ bool SkipString(std::string_view text, size_t& pos) {
       ++p;
       continue;
     }
+    if (too_near(p) && text[p] == '\\') {
+      return StringScan::kMore;
+    }
     size_t after = 0;
     const Special special = SkipSpecial(text, p, after);
     if (special == Special::kEnd) {
-      pos = after;
-      return true;
+      p = after;
+      return StringScan::kEnd;
     }
     if (special == Special::kMalformed) {
-      return false;
+      return StringScan::kBad;
     }
     p = after;
   }
-  return false;  // unterminated
+  return whole ? StringScan::kBad : StringScan::kMore;  // unterminated, or not all here yet
 }
+
+// Validates the string literal whose opening quote is text[pos] as DecodeString would, decoding
+// nothing, and leaves `pos` after its closing quote.
+bool SkipString(std::string_view text, size_t& pos) {
+  size_t p = pos + 1;  // after the opening quote
+  if (ScanStringFrom(text, p, /*whole=*/true) != StringScan::kEnd) {
+    return false;
+  }
+  pos = p;
+  return true;
+}
+
+bool Digits(std::string_view text, size_t& pos) {
+  const size_t start = pos;
+  while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
+    ++pos;
+  }
+  return pos > start;
+}
+
+// Steps over the number at `pos` (RFC 8259's grammar); false when there is none.
+bool ScanNumber(std::string_view text, size_t& pos) {
+  if (pos < text.size() && text[pos] == '-') {
+    ++pos;
+  }
+  if (pos < text.size() && text[pos] == '0') {
+    ++pos;
+  } else if (!Digits(text, pos)) {
+    return false;
+  }
+  if (pos < text.size() && text[pos] == '.') {
+    ++pos;
+    if (!Digits(text, pos)) {
+      return false;
+    }
+  }
+  if (pos < text.size() && (text[pos] == 'e' || text[pos] == 'E')) {
+    ++pos;
+    if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
+      ++pos;
+    }
+    if (!Digits(text, pos)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 class Parser {
  public:
@@ -478,14 +545,6 @@ class Parser {
     }
   }
 
-  bool Digits() {
-    const size_t start = pos_;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      ++pos_;
-    }
-    return pos_ > start;
-  }
-
   bool ParseNumber(std::string& out) {
     const size_t start = pos_;
     if (!ScanNumber()) {
@@ -495,32 +554,7 @@ class Parser {
     return true;
   }
 
-  bool ScanNumber() {
-    if (pos_ < text_.size() && text_[pos_] == '-') {
-      ++pos_;
-    }
-    if (pos_ < text_.size() && text_[pos_] == '0') {
-      ++pos_;
-    } else if (!Digits()) {
-      return false;
-    }
-    if (pos_ < text_.size() && text_[pos_] == '.') {
-      ++pos_;
-      if (!Digits()) {
-        return false;
-      }
-    }
-    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) {
-        ++pos_;
-      }
-      if (!Digits()) {
-        return false;
-      }
-    }
-    return true;
-  }
+  bool ScanNumber() { return json::ScanNumber(text_, pos_); }
 
   std::string_view text_;
   const int build_depth_;
@@ -568,6 +602,205 @@ std::optional<uint64_t> Value::AsUint() const {
 std::optional<Value> Parse(std::string_view text) { return Parser(text, INT_MAX).Run(); }
 
 std::optional<Value> ParseShallow(std::string_view text) { return Parser(text, 0).Run(); }
+
+void ShallowScanner::Scan(std::string_view text, bool whole) {
+  while (!failed_ && !fallback_) {
+    if (in_string_) {
+      const StringScan scan = ScanStringFrom(text, string_at_, whole);
+      if (scan == StringScan::kMore) {
+        return;
+      }
+      if (scan == StringScan::kBad) {
+        failed_ = true;
+        return;
+      }
+      in_string_ = false;
+      pos_ = string_at_;
+      StringDone(text);
+      continue;
+    }
+    while (pos_ < text.size() && IsSpace(text[pos_])) {
+      ++pos_;
+    }
+    if (pos_ >= text.size()) {
+      return;
+    }
+    const char c = text[pos_];
+    switch (expect_) {
+      case Expect::kRoot:
+        if (c != '{') {
+          fallback_ = true;
+          return;
+        }
+        root_.kind = Kind::kObject;
+        root_.begin = pos_++;
+        root_.members.reserve(4);
+        open_.push_back('{');
+        expect_ = Expect::kKeyOrClose;
+        break;
+      case Expect::kKeyOrClose:
+      case Expect::kKey:
+        if (c == '}' && expect_ == Expect::kKeyOrClose) {
+          Close();
+        } else if (c == '"') {
+          in_string_ = true;
+          string_is_key_ = true;
+          string_begin_ = pos_;
+          string_at_ = pos_ + 1;
+        } else {
+          failed_ = true;
+        }
+        break;
+      case Expect::kColon:
+        if (c != ':') {
+          failed_ = true;
+          break;
+        }
+        ++pos_;
+        expect_ = Expect::kValue;
+        break;
+      case Expect::kValueOrClose:
+      case Expect::kValue:
+        if (c == ']' && expect_ == Expect::kValueOrClose) {
+          Close();
+        } else if (!StartValue(text, whole)) {
+          return;
+        }
+        break;
+      case Expect::kCommaOrClose:
+        if (c == ',') {
+          ++pos_;
+          expect_ = open_.back() == '{' ? Expect::kKey : Expect::kValue;
+        } else if (c == (open_.back() == '{' ? '}' : ']')) {
+          Close();
+        } else {
+          failed_ = true;
+        }
+        break;
+      case Expect::kEnd:
+        failed_ = true;  // more than one value
+        break;
+    }
+  }
+}
+
+bool ShallowScanner::StartValue(std::string_view text, bool whole) {
+  // A value inside n open containers is at depth n, as Parser counts (the root at 0).
+  if (open_.size() > static_cast<size_t>(kMaxDepth)) {
+    failed_ = true;
+    return true;
+  }
+  if (open_.size() == 1) {
+    member_begin_ = pos_;
+  }
+  const char c = text[pos_];
+  switch (c) {
+    case '{':
+    case '[':
+      open_.push_back(c);
+      ++pos_;
+      expect_ = c == '{' ? Expect::kKeyOrClose : Expect::kValueOrClose;
+      return true;
+    case '"':
+      in_string_ = true;
+      string_is_key_ = false;
+      string_begin_ = pos_;
+      string_at_ = pos_ + 1;
+      return true;
+    case 't':
+    case 'f':
+    case 'n': {
+      const std::string_view word = c == 't' ? "true" : c == 'f' ? "false" : "null";
+      if (text.size() - pos_ < word.size() && !whole) {
+        return false;
+      }
+      if (text.substr(pos_, word.size()) != word) {
+        failed_ = true;
+        return true;
+      }
+      pos_ += word.size();
+      Completed(text, c == 'n' ? Kind::kNull : Kind::kBool, c == 't');
+      return true;
+    }
+    default: {
+      // A number ends at the first byte that cannot continue it: at the text's end, it may go on.
+      size_t end = pos_;
+      while (end < text.size() &&
+             ((text[end] >= '0' && text[end] <= '9') || text[end] == '-' || text[end] == '+' ||
+              text[end] == '.' || text[end] == 'e' || text[end] == 'E')) {
+        ++end;
+      }
+      if (end == text.size() && !whole) {
+        return false;
+      }
+      if (!ScanNumber(text, pos_)) {
+        failed_ = true;
+        return true;
+      }
+      Completed(text, Kind::kNumber, false);
+      return true;
+    }
+  }
+}
+
+void ShallowScanner::StringDone(std::string_view text) {
+  if (!string_is_key_) {
+    Completed(text, Kind::kString, false);
+    return;
+  }
+  if (open_.size() == 1) {  // a key of the root's: kept with its member
+    key_.clear();
+    size_t at = string_begin_;
+    failed_ = !DecodeString(text, at, key_).empty();  // validated already: never fails
+  }
+  expect_ = Expect::kColon;
+}
+
+void ShallowScanner::Close() {
+  const char closed = open_.back();
+  open_.pop_back();
+  ++pos_;
+  if (open_.empty()) {
+    root_.end = pos_;
+    expect_ = Expect::kEnd;
+    return;
+  }
+  Completed({}, closed == '{' ? Kind::kObject : Kind::kArray, false);
+}
+
+void ShallowScanner::Completed(std::string_view text, Kind kind, bool boolean) {
+  expect_ = Expect::kCommaOrClose;
+  if (open_.size() != 1) {
+    return;  // nested deeper than the root's members: validated, not built
+  }
+  Value value;
+  value.kind = kind;
+  value.boolean = boolean;
+  value.begin = member_begin_;
+  value.end = pos_;
+  if (kind == Kind::kString) {
+    size_t at = member_begin_;
+    failed_ = !DecodeString(text, at, value.text).empty();  // validated already: never fails
+  } else if (kind == Kind::kNumber) {
+    value.text.assign(text.substr(member_begin_, pos_ - member_begin_));
+  }
+  root_.members.push_back(Member{std::move(key_), std::move(value)});
+  key_.clear();
+}
+
+std::optional<Value> ShallowScanner::Finish(std::string_view text) {
+  if (expect_ == Expect::kRoot && pos_ == 0) {
+    return ParseShallow(text);  // nothing scanned yet: the recursive parse is a little faster
+  }
+  Scan(text, /*whole=*/true);
+  if (fallback_ || expect_ == Expect::kRoot) {
+    return ParseShallow(text);
+  }
+  if (failed_ || in_string_ || expect_ != Expect::kEnd) {
+    return std::nullopt;
+  }
+  return std::move(root_);
+}
 
 std::string_view DecodeString(std::string_view text, size_t& pos, std::string& out) {
   return ScanString(text, pos, out);

@@ -1,8 +1,9 @@
 // Fuzzes the metering proxy's parsers: the JSON reader, request planning (include_usage
-// injection must always yield valid JSON) and the response meter over SSE and JSON bodies fed
-// in arbitrary splits. Invariants: no crash; the shallow parse agrees with the full one; without
-// stripping, the forwarded bytes equal the input exactly; with stripping, the output is never
-// longer than the input.
+// injection must always yield valid JSON) and the response meter over SSE and JSON bodies fed in
+// arbitrary splits. Invariants: no crash; the shallow parse agrees with the full one, and the
+// scanner that validates a body as it arrives agrees with the shallow parse, as a plan made so
+// agrees with the whole body's; without stripping, the forwarded bytes equal the input exactly;
+// with stripping, the output is never longer than the input.
 
 #include <cstddef>
 #include <cstdint>
@@ -43,14 +44,42 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             a.begin == b.begin && a.end == b.end);
     }
   }
+  const size_t step = 1 + static_cast<unsigned char>(control[1]) % 64;
+  // The scanner that validates a body as it arrives, fed in pieces, agrees with the shallow parse.
+  json::ShallowScanner scanner;
+  for (size_t at = step; at < input.size(); at += step) {
+    scanner.Advance(input.substr(0, at));
+  }
+  const std::optional<json::Value> scanned = scanner.Finish(input);
+  Check(scanned.has_value() == shallow.has_value());
+  if (scanned.has_value()) {
+    Check(scanned->kind == shallow->kind && scanned->begin == shallow->begin &&
+          scanned->end == shallow->end && scanned->members.size() == shallow->members.size());
+    for (size_t i = 0; i < scanned->members.size(); ++i) {
+      const json::Value& a = scanned->members[i].value;
+      const json::Value& b = shallow->members[i].value;
+      Check(scanned->members[i].key == shallow->members[i].key && a.kind == b.kind &&
+            a.begin == b.begin && a.end == b.end && a.text == b.text && a.boolean == b.boolean);
+    }
+  }
   const RequestPlan plan = PlanRequest("POST", "/v1/chat/completions", input);
   if (plan.edit.has_value()) {
     Check(plan.edit->begin <= plan.edit->end && plan.edit->end <= input.size());
     Check(json::Parse(plan.edit->Apply(input)).has_value());
   }
+  // Planned as the body arrives: the same plan.
+  RequestPlanner planner("POST", "/v1/chat/completions");
+  for (size_t at = step; at < input.size(); at += step) {
+    planner.Arrived(input.substr(0, at));
+  }
+  const RequestPlan arrived = planner.Finish(input);
+  Check(arrived.streaming == plan.streaming && arrived.model == plan.model &&
+        arrived.edit.has_value() == plan.edit.has_value());
+  if (plan.edit.has_value()) {
+    Check(arrived.edit->Apply(input) == plan.edit->Apply(input));
+  }
   const bool strip = (control[0] & 1) != 0;
   const bool sse = (control[0] & 2) != 0;
-  const size_t step = 1 + static_cast<unsigned char>(control[1]) % 64;
   ResponseMeter meter(static_cast<ApiShape>((control[0] >> 2) % 4), strip);
   meter.Begin(200, sse ? "text/event-stream" : "application/json");
   std::string forwarded;

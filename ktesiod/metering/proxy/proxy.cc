@@ -292,19 +292,20 @@ asio::awaitable<void> MeteringProxy::Impl::Exchanges(std::shared_ptr<Listener> l
   buffer.reserve(proxy_internal::kReadBuffer);
   while (!listener->closed) {
     error_code ec;
-    std::optional<AgentRequest> read = co_await ReadRequest(*conn, buffer, listener->path_prefix);
+    RequestPlanner planner;
+    std::optional<AgentRequest> read =
+        co_await ReadRequest(*conn, buffer, listener->path_prefix, planner);
     if (!read.has_value()) {
       co_return;
     }
     const auto request_read = std::chrono::steady_clock::now();
     AgentRequest& request = *read;
     bool keep_alive = WantsKeepAlive(request.base());
-    const std::string_view method(request.method_string().data(), request.method_string().size());
     std::string_view target(request.target().data(), request.target().size());
     if (!StripPathPrefix(listener->path_prefix, target)) {  // ReadRequest answered it 403
       co_return;
     }
-    const RequestPlan plan = PlanRequest(method, target, request.body().view());
+    const RequestPlan plan = planner.Finish(request.body().view());
     const std::shared_ptr<const Upstream> upstream = listener->upstream;
     if (listener->blocked && plan.shape != ApiShape::kOther) {
       // The budget is spent: the call never reaches the provider (and costs nothing).

@@ -165,9 +165,12 @@ asio::awaitable<void> ReadParse(tcp::socket& socket, beast::flat_buffer& buffer,
 // least 64 KiB) or by what the socket holds, whichever is more, never to the declared length at
 // once: a client that declares the cap and trickles commits no more memory than 64 KiB or twice
 // what it sent. The end of the stream before the last byte is http::error::partial_message (as
-// Beast's parser says it).
+// Beast's parser says it). `arrived` is given the body so far after each read that leaves it
+// short: it may read it while the rest is on its way (it must not keep the view).
 inline asio::awaitable<void> ReadBody(tcp::socket& socket, beast::flat_buffer& buffer,
-                                      size_t length, BodyBytes& body, error_code& ec) {
+                                      size_t length, BodyBytes& body,
+                                      absl::FunctionRef<void(std::string_view)> arrived,
+                                      error_code& ec) {
   constexpr size_t kFirstRoom = 64u << 10;
   ec = {};
   const size_t held = std::min(length, buffer.size());
@@ -199,6 +202,9 @@ inline asio::awaitable<void> ReadBody(tcp::socket& socket, beast::flat_buffer& b
       co_return;
     }
     have += n;
+    if (have < length) {
+      arrived(std::string_view(body.data(), have));
+    }
   }
 }
 
@@ -511,9 +517,11 @@ struct MeteringProxy::Impl {
   // Reads the agent's next request; nullopt when the connection is over (the agent left, or a
   // malformed or oversized request got its 400/413/431 reply, or a target outside
   // `path_prefix` its 403 — decided on the head, before any body is read or 100-continue sent).
+  // `planner` is set for the request once its head is read, and reads its body as it arrives.
   asio::awaitable<std::optional<AgentRequest>> ReadRequest(ConnState& conn,
                                                            beast::flat_buffer& buffer,
-                                                           std::string_view path_prefix);
+                                                           std::string_view path_prefix,
+                                                           RequestPlanner& planner);
   // Sends `out` upstream (once more on a fresh connection when a reused one turned out dead)
   // and relays the response.
   asio::awaitable<Exchange> Forward(Listener& listener, ConnState& conn, const OutgoingRequest& out,

@@ -341,7 +341,8 @@ asio::awaitable<Exchange> MeteringProxy::Impl::Relay(
 }
 
 asio::awaitable<std::optional<AgentRequest>> MeteringProxy::Impl::ReadRequest(
-    ConnState& conn, beast::flat_buffer& buffer, std::string_view path_prefix) {
+    ConnState& conn, beast::flat_buffer& buffer, std::string_view path_prefix,
+    RequestPlanner& planner) {
   error_code ec;
   http::request_parser<RequestBody> parser;
   parser.header_limit(kHeaderLimit);
@@ -372,8 +373,8 @@ asio::awaitable<std::optional<AgentRequest>> MeteringProxy::Impl::ReadRequest(
   const auto& head = parser.get();
   // Only a caller that knows the agent's secret base path gets a body read (up to
   // max_request_bytes, held for idle_timeout): anyone else is answered on the head alone.
-  if (std::string_view target(head.target().data(), head.target().size());
-      !StripPathPrefix(path_prefix, target)) {
+  std::string_view target(head.target().data(), head.target().size());
+  if (!StripPathPrefix(path_prefix, target)) {
     const std::string reply = FixedResponse(403, "Forbidden", kForbiddenBody, false);
     co_await asio::async_write(conn.client, asio::buffer(reply), Await(ec));
     co_return std::nullopt;
@@ -412,10 +413,15 @@ asio::awaitable<std::optional<AgentRequest>> MeteringProxy::Impl::ReadRequest(
   }
   // A declared length (within the cap, checked above) is read into place; a chunked body through
   // the parser, which removes the chunking and counts it against the cap as it arrives.
+  // The body is planned as it arrives (a chunked one once it is whole).
+  planner = RequestPlanner(
+      std::string_view(head.method_string().data(), head.method_string().size()), target);
   if (!parser.chunked()) {
     const size_t length = parser.content_length().value_or(0);
     AgentRequest request = parser.release();
-    co_await proxy_internal::ReadBody(socket, buffer, length, request.body(), ec);
+    co_await proxy_internal::ReadBody(
+        socket, buffer, length, request.body(),
+        [&planner](std::string_view so_far) { planner.Arrived(so_far); }, ec);
     if (ec) {
       if (ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor) {
         const std::string reply = FixedResponse(400, "Bad Request", kBadRequestBody, false);

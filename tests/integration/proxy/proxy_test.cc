@@ -643,6 +643,49 @@ TEST_F(ProxyTest, ABodySentInPiecesReachesTheProviderWholeAndEditedOnlyWhereAske
   close(fd);
 }
 
+// A chat completion's body is planned as it arrives (searched for "stream", validated): what the
+// last piece brings still decides. The provider gets include_usage turned on where the body's
+// end asks for it, a body that turns out malformed untouched, and a body whose first piece ended
+// inside an escape edited as if it had come whole.
+TEST_F(ProxyTest, AChatBodyPlannedAsItArrivesIsEditedAsTheWholeBodySays) {
+  RawUpstream upstream;
+  auto proxy = MakeProxy();
+  const uint16_t port = OpenFor(*proxy, upstream.url());
+  const std::string history =
+      R"({"model":"m","stream":true,"messages":[{"role":"user","content":")" +
+      std::string(40000, 'q');
+  const std::string asks_not = history + R"("}],"stream_options":{"include_usage":false}})";
+  const std::string malformed = history + R"("}],})";
+  const std::string escaped = history + R"(\uD83D\uDE00"}]})";
+  const size_t inside_escape = escaped.find("\\uD83D") + 8;  // between the pair's halves
+  struct Case {
+    const std::string& body;
+    size_t first;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {asks_not, 30000, history + R"("}],"stream_options":{"include_usage":true}})"},
+      {malformed, 30000, malformed},
+      {escaped, inside_escape, R"({"stream_options":{"include_usage":true},)" + escaped.substr(1)},
+  };
+  for (const Case& c : cases) {
+    const int fd = ConnectWithReadTimeout(port);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(SendInPieces(fd, "/v1/chat/completions", c.body, c.first));
+    const int up = upstream.Accept();
+    ASSERT_GE(up, 0);
+    const std::string request = ReadHeadAnd(up, c.expected.size());
+    const std::string body = BodyOf(request);
+    EXPECT_TRUE(body == c.expected)
+        << "sent in two pieces at " << c.first << ", the provider got the body ending "
+        << body.substr(body.size() > 60 ? body.size() - 60 : 0);
+    EXPECT_NE(request.find("\r\nContent-Length: " + std::to_string(c.expected.size()) + "\r\n"),
+              std::string::npos);
+    close(up);
+    close(fd);
+  }
+}
+
 // A kept-alive provider connection that died while idle is found dead when a large request goes
 // out on it: the whole request goes out again on a fresh connection, and the call is answered
 // and metered once.

@@ -170,10 +170,53 @@ TEST(JsonTest, SkippedStringsAreJudgedAsDecodedOnesWhereverTheirBytesFall) {
   EXPECT_GT(accepted, 5000);  // well-formed strings of every length are most of the cases
 }
 
+// The texts the shallow parsers are held to: the known bad ones, the depth limit (64 below the
+// root) reached in the built top and in skipped members alike, and every one-byte corruption of
+// `doc`.
+std::string Nested(int levels) {
+  return std::string(static_cast<size_t>(levels), '[') +
+         std::string(static_cast<size_t>(levels), ']');
+}
+
+std::vector<std::string> ShallowCorpus(const std::string& doc) {
+  std::vector<std::string> texts = {"",
+                                    "{",
+                                    "{\"a\":}",
+                                    "[1,]",
+                                    "01",
+                                    "1.",
+                                    "\"\\x\"",
+                                    "{\"a\" 1}",
+                                    "\"\\ud800\"",
+                                    "tru",
+                                    "1 2",
+                                    "\"a\nb\"",
+                                    "{\"a\":[1,{\"b\":[}]}",
+                                    "[[[[]]]]",
+                                    "{\"a\":{\"b\":\"\\q\"}}"};
+  for (const int levels : {64, 65, 66}) {
+    texts.push_back(Nested(levels));
+    texts.push_back("{\"a\":" + Nested(levels - 1) + "}");
+    texts.push_back("{\"a\":" + Nested(levels) + "}");
+  }
+  const std::string replacements = "{}[]\",:0 \\tn-e\x01";
+  for (size_t at = 0; at < doc.size(); ++at) {
+    for (const char c : replacements) {
+      std::string corrupt = doc;
+      corrupt[at] = c;
+      texts.push_back(corrupt);
+    }
+  }
+  return texts;
+}
+
+// A document of every kind of member, escapes and nesting.
+constexpr std::string_view kShallowDoc =
+    R"( {"model":"m","stream":true,"n":-1.5e3,"messages":[{"role":"user","content":"a\"b"}],)"
+    R"("stream_options":{"include_usage":false},"tags":[],"o":{},"x":null,"s":"\u00e9"} )";
+
 TEST(JsonTest, ShallowParsingAcceptsWhatParsingAcceptsAndBuildsOnlyTheTop) {
-  const std::string doc =
-      R"( {"model":"m","stream":true,"n":-1.5e3,"messages":[{"role":"user","content":"a\"b"}],)"
-      R"("stream_options":{"include_usage":false},"tags":[],"o":{},"x":null,"s":"\u00e9"} )";
+  const std::string doc(kShallowDoc);
   std::optional<json::Value> full = json::Parse(doc);
   std::optional<json::Value> shallow = json::ParseShallow(doc);
   ASSERT_TRUE(full.has_value());
@@ -197,44 +240,103 @@ TEST(JsonTest, ShallowParsingAcceptsWhatParsingAcceptsAndBuildsOnlyTheTop) {
 
   // The same verdict as Parse on every text: the known bad ones, the depth limit, and every
   // one-byte corruption of the document above.
-  std::vector<std::string> texts = {"",
-                                    "{",
-                                    "{\"a\":}",
-                                    "[1,]",
-                                    "01",
-                                    "1.",
-                                    "\"\\x\"",
-                                    "{\"a\" 1}",
-                                    "\"\\ud800\"",
-                                    "tru",
-                                    "1 2",
-                                    "\"a\nb\"",
-                                    "{\"a\":[1,{\"b\":[}]}",
-                                    "[[[[]]]]",
-                                    "{\"a\":{\"b\":\"\\q\"}}"};
-  // The depth limit (64 below the root), reached in the built top and in skipped members alike.
-  const auto nested = [](int levels) {
-    return std::string(static_cast<size_t>(levels), '[') +
-           std::string(static_cast<size_t>(levels), ']');
-  };
-  EXPECT_TRUE(json::Parse(nested(65)).has_value());
-  EXPECT_FALSE(json::Parse(nested(66)).has_value());
-  for (const int levels : {64, 65, 66}) {
-    texts.push_back(nested(levels));
-    texts.push_back("{\"a\":" + nested(levels - 1) + "}");
-    texts.push_back("{\"a\":" + nested(levels) + "}");
-  }
-  const std::string replacements = "{}[]\",:0 \\tn-e\x01";
-  for (size_t at = 0; at < doc.size(); ++at) {
-    for (const char c : replacements) {
-      std::string corrupt = doc;
-      corrupt[at] = c;
-      texts.push_back(corrupt);
-    }
-  }
+  EXPECT_TRUE(json::Parse(Nested(65)).has_value());
+  EXPECT_FALSE(json::Parse(Nested(66)).has_value());
+  const std::vector<std::string> texts = ShallowCorpus(doc);
   for (const std::string& text : texts) {
     EXPECT_EQ(json::ParseShallow(text).has_value(), json::Parse(text).has_value()) << text;
   }
+}
+
+// Whether two shallow parses are the same: verdict, spans, the root's members and their values.
+::testing::AssertionResult SameShallow(const std::optional<json::Value>& a,
+                                       const std::optional<json::Value>& b) {
+  if (a.has_value() != b.has_value()) {
+    return ::testing::AssertionFailure() << "one parsed, the other did not";
+  }
+  if (!a.has_value()) {
+    return ::testing::AssertionSuccess();
+  }
+  const auto same_value = [](const json::Value& x, const json::Value& y) {
+    return x.kind == y.kind && x.boolean == y.boolean && x.text == y.text && x.begin == y.begin &&
+           x.end == y.end && x.members.empty() == y.members.empty() &&
+           x.items.empty() == y.items.empty();
+  };
+  if (!same_value(*a, *b) || a->members.size() != b->members.size() ||
+      a->items.size() != b->items.size()) {
+    return ::testing::AssertionFailure() << "the roots differ";
+  }
+  for (size_t i = 0; i < a->members.size(); ++i) {
+    if (a->members[i].key != b->members[i].key ||
+        !same_value(a->members[i].value, b->members[i].value)) {
+      return ::testing::AssertionFailure() << "member " << i << " differs";
+    }
+  }
+  for (size_t i = 0; i < a->items.size(); ++i) {
+    if (!same_value(a->items[i], b->items[i])) {
+      return ::testing::AssertionFailure() << "item " << i << " differs";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// ShallowScanner fed `text` in pieces of `step` bytes (the last may be shorter), into a buffer
+// that moves as it grows, as the proxy's body does.
+std::optional<json::Value> ScanInPieces(std::string_view text, size_t step) {
+  json::ShallowScanner scanner;
+  std::string arrived;
+  for (size_t at = 0; at < text.size(); at += step) {
+    std::string grown = arrived;  // a new place, the same bytes
+    grown.append(text.substr(at, step));
+    arrived = std::move(grown);
+    scanner.Advance(arrived);
+  }
+  return scanner.Finish(text);
+}
+
+TEST(JsonTest, TheScannerParsesAsShallowParsingDoesHoweverTheTextArrives) {
+  std::vector<std::string> texts = ShallowCorpus(std::string(kShallowDoc));
+  // What a split could break: every escape (a surrogate pair is twelve bytes), numbers and
+  // literals that could go on, keys and string values of the root, whitespace everywhere, a
+  // long string crossing the scanner's 64-byte blocks, and a text that ends too soon.
+  const std::string long_text(150, 'x');
+  for (const std::string& text : std::vector<std::string>{
+           R"({"a":"\uD83D\uDE00\n\"\\\/\b\f\r\t\u00e9","b":-0.5e+10,"c":[true,false,null,0]})",
+           R"({ "k\u0065y" : "v" , "n" : 12 , "t" : true , "f" : false , "z" : null } )",
+           R"({"s":")" + long_text + R"(\uD83D\uDE00)" + long_text + R"(\n"})",
+           R"({"s":")" + long_text + R"(\uD83D)" + long_text + R"("})",
+           R"({"s":")" + long_text + R"(\q"})",
+           R"({"n":1)",
+           R"({"n":1e})",
+           R"({"n":-})",
+           R"({"t":tru})",
+           R"({"a":1}{)",
+           R"({"a":1} x)",
+           R"({"a":{"b":[1,2,{"c":"d"}]},"e":"f"})",
+           R"({"stream":true,"stream":false})",
+           R"({"a":"\u12"})",
+           "{\"a\":\"b\x01\"}",
+           "  {}  ",
+           "[1,2]",
+           "\"s\"",
+       }) {
+    texts.push_back(text);
+  }
+  size_t parsed = 0;
+  for (const std::string& text : texts) {
+    const std::optional<json::Value> expected = json::ParseShallow(text);
+    parsed += expected.has_value() ? 1 : 0;
+    for (const size_t step :
+         {size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{13}, size_t{64}, text.size() + 1}) {
+      EXPECT_TRUE(SameShallow(ScanInPieces(text, step), expected))
+          << "text " << text << " in pieces of " << step;
+    }
+  }
+  EXPECT_GT(parsed, 20u);  // the valid texts are not a handful among the corrupt ones
+  // A malformed text is known as such once its fault has arrived.
+  json::ShallowScanner scanner;
+  scanner.Advance(R"({"a":[1,}, "b":)");
+  EXPECT_TRUE(scanner.failed());
 }
 
 TEST(ShapeTest, ByPath) {
@@ -352,6 +454,53 @@ TEST(PlanRequestTest, AnEscapedStreamKeyIsAStream) {
   EXPECT_FALSE(json_call.streaming);
   EXPECT_FALSE(json_call.edit.has_value());
   EXPECT_EQ(json_call.model, "m");
+}
+
+TEST(PlanRequestTest, APlanMadeAsTheBodyArrivesIsThePlanOfTheWholeBody) {
+  const std::string long_text(300, 'x');
+  const std::vector<std::string> bodies = {
+      R"({"model":"m","stream":true,"messages":[{"role":"user","content":")" + long_text +
+          R"("}]})",
+      R"({"messages":[{"role":"user","content":")" + long_text +
+          R"("}],"model":"m","stream":true})",
+      R"({"messages":[],"model":"m","stream":true,"stream_options":null})",
+      R"({"messages":[],"model":"m","stream":true,"stream_options":{"include_usage":false}})",
+      R"({"messages":[],"model":"m","stream":true,"stream_options":{"include_usage":true}})",
+      R"({"model":"m","messages":[{"role":"user","content":")" + long_text + R"("}]})",
+      R"({"messages":[],"model":"m","stream":false})",
+      R"({"messages":[],"model":"m","str\u0065am":true})",
+      R"({"model":"m","stream":true,"messages":[)",  // never whole: relayed untouched
+      R"({"model":"m","stream":true,"messages":[1,]})",
+      R"([{"stream":true}])",
+  };
+  const std::vector<std::string_view> targets = {"/v1/chat/completions", "/v1/responses",
+                                                 "/v1/messages", "/v1/models"};
+  size_t edited = 0;
+  for (const std::string& body : bodies) {
+    for (const std::string_view target : targets) {
+      const RequestPlan whole = PlanRequest("POST", target, body);
+      edited += whole.edit.has_value() ? 1 : 0;
+      for (const size_t step : {size_t{1}, size_t{5}, size_t{64}}) {
+        RequestPlanner planner("POST", target);
+        for (size_t at = step; at < body.size(); at += step) {
+          planner.Arrived(std::string_view(body).substr(0, at));
+        }
+        const RequestPlan plan = planner.Finish(body);
+        EXPECT_EQ(plan.shape, whole.shape) << body;
+        EXPECT_EQ(plan.streaming, whole.streaming) << body;
+        EXPECT_EQ(plan.model, whole.model) << body;
+        ASSERT_EQ(plan.edit.has_value(), whole.edit.has_value()) << body << " at " << target;
+        if (whole.edit.has_value()) {
+          EXPECT_EQ(plan.edit->Apply(body), whole.edit->Apply(body)) << body;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(edited, 5u);  // include_usage is added to the chat completions that stream
+  // Not a POST: nothing is planned, however the body arrives.
+  RequestPlanner get("GET", "/v1/chat/completions");
+  get.Arrived(bodies[0]);
+  EXPECT_EQ(get.Finish(bodies[0]).shape, ApiShape::kOther);
 }
 
 TEST(PlanRequestTest, TheRequestModelWhenItIsKnown) {

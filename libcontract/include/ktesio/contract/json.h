@@ -60,6 +60,58 @@ std::optional<Value> Parse(std::string_view text);
 // conversation): Parse a member's span when its inside is needed.
 std::optional<Value> ParseShallow(std::string_view text);
 
+// ParseShallow for a text that arrives in pieces: Advance validates what came since the last call
+// and Finish the rest, so that when the last piece arrives little is left to read (the metering
+// proxy plans a model call as its body arrives). Only offsets are kept: the text may move as it
+// grows, but what it held must stay as it was. Finish(text), for the whole text that Advance saw
+// grow, returns exactly what ParseShallow(text) does. Only an object is validated as it arrives
+// (a model call's body is one): a text that starts otherwise is left to ParseShallow at Finish.
+// Memory: the root's members and at most kMaxDepth open containers, whatever the text holds.
+class ShallowScanner {
+ public:
+  // Validates `text` beyond what earlier calls did, stopping where the text may yet continue (in
+  // a number, a literal or an escape that reaches its end).
+  void Advance(std::string_view text) { Scan(text, /*whole=*/false); }
+  // The whole text: ParseShallow(text). Once: the scanner is spent afterwards.
+  std::optional<Value> Finish(std::string_view text);
+  // Whether the text seen so far already cannot be valid JSON.
+  bool failed() const { return failed_; }
+
+ private:
+  // What may come next, after whitespace.
+  enum class Expect : uint8_t {
+    kRoot,          // the first value
+    kKeyOrClose,    // after '{'
+    kKey,           // after ',' in an object
+    kColon,         // after a key
+    kValueOrClose,  // after '['
+    kValue,         // after ':', or ',' in an array
+    kCommaOrClose,  // after a member or an item
+    kEnd,           // after the root: whitespace only
+  };
+  void Scan(std::string_view text, bool whole);
+  // The value at pos_; false when it may continue past the text's end (wait for more).
+  bool StartValue(std::string_view text, bool whole);
+  void StringDone(std::string_view text);
+  void Close();
+  // A value ended at pos_: a member of the root is kept (`decoded`: a string's text).
+  void Completed(std::string_view text, Kind kind, bool boolean);
+
+  Value root_;
+  std::vector<char> open_;  // the open containers, '{' or '[', the root first
+  Expect expect_ = Expect::kRoot;
+  size_t pos_ = 0;  // everything before it is validated
+  bool failed_ = false;
+  bool fallback_ = false;  // not an object: ParseShallow at Finish
+  // The string being validated: its opening quote and where validation resumes.
+  bool in_string_ = false;
+  bool string_is_key_ = false;
+  size_t string_begin_ = 0;
+  size_t string_at_ = 0;
+  std::string key_;          // the key of the root's member being read
+  size_t member_begin_ = 0;  // where that member's value began
+};
+
 // Decodes the JSON string literal whose opening quote is text[pos] into `out`, leaving `pos`
 // after the closing quote. Returns "" when it is well formed, else what is wrong with it:
 // "unterminated string", "control character in string", "invalid escape in string",
