@@ -226,8 +226,8 @@ RequestPlanner::RequestPlanner(std::string_view method, std::string_view target)
 
 bool RequestPlanner::SearchStream(std::string_view body) {
   if (!mentions_) {
-    // A mention begins at most 7 bytes (the needle's length less one) before the end of what was
-    // searched, an escaped letter's five bytes fewer.
+    // What straddled the end of the last search is searched again: the needle's first 7 bytes
+    // at most (an escaped letter's first 4).
     constexpr size_t kOverlap = 7;
     const size_t from = searched_ > kOverlap ? searched_ - kOverlap : 0;
     mentions_ = MentionsStream(body.substr(from));

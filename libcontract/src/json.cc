@@ -2,6 +2,7 @@
 
 #include "ktesio/contract/utf8.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <climits>
@@ -643,10 +644,7 @@ void ShallowScanner::Scan(std::string_view text, bool whole) {
         if (c == '}' && expect_ == Expect::kKeyOrClose) {
           Close();
         } else if (c == '"') {
-          in_string_ = true;
-          string_is_key_ = true;
-          string_begin_ = pos_;
-          string_at_ = pos_ + 1;
+          BeginString(/*key=*/true);
         } else {
           failed_ = true;
         }
@@ -702,10 +700,7 @@ bool ShallowScanner::StartValue(std::string_view text, bool whole) {
       expect_ = c == '{' ? Expect::kKeyOrClose : Expect::kValueOrClose;
       return true;
     case '"':
-      in_string_ = true;
-      string_is_key_ = false;
-      string_begin_ = pos_;
-      string_at_ = pos_ + 1;
+      BeginString(/*key=*/false);
       return true;
     case 't':
     case 'f':
@@ -724,15 +719,19 @@ bool ShallowScanner::StartValue(std::string_view text, bool whole) {
     }
     default: {
       // A number ends at the first byte that cannot continue it: at the text's end, it may go on.
-      size_t end = pos_;
+      // Its bytes are looked at once: the search resumes where the last one stopped (a number
+      // trickled a byte at a time must not be read from its first digit at every piece).
+      size_t end = std::max(pos_, number_searched_);
       while (end < text.size() &&
              ((text[end] >= '0' && text[end] <= '9') || text[end] == '-' || text[end] == '+' ||
               text[end] == '.' || text[end] == 'e' || text[end] == 'E')) {
         ++end;
       }
       if (end == text.size() && !whole) {
+        number_searched_ = end;
         return false;
       }
+      number_searched_ = 0;
       if (!ScanNumber(text, pos_)) {
         failed_ = true;
         return true;
@@ -741,6 +740,13 @@ bool ShallowScanner::StartValue(std::string_view text, bool whole) {
       return true;
     }
   }
+}
+
+void ShallowScanner::BeginString(bool key) {
+  in_string_ = true;
+  string_is_key_ = key;
+  string_begin_ = pos_;
+  string_at_ = pos_ + 1;  // after the opening quote
 }
 
 void ShallowScanner::StringDone(std::string_view text) {

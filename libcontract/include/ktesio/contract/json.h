@@ -74,7 +74,9 @@ class ShallowScanner {
   void Advance(std::string_view text) { Scan(text, /*whole=*/false); }
   // The whole text: ParseShallow(text). Once: the scanner is spent afterwards.
   std::optional<Value> Finish(std::string_view text);
-  // Whether the text seen so far already cannot be valid JSON.
+  // Whether the text seen so far is known to be malformed. A fault near the end of what came
+  // (in a number, a literal, or an escape within twelve bytes of it) is judged once what follows
+  // it has arrived.
   bool failed() const { return failed_; }
 
  private:
@@ -92,9 +94,12 @@ class ShallowScanner {
   void Scan(std::string_view text, bool whole);
   // The value at pos_; false when it may continue past the text's end (wait for more).
   bool StartValue(std::string_view text, bool whole);
+  // The string whose opening quote is at pos_ (a key of the object being read, or a value).
+  void BeginString(bool key);
   void StringDone(std::string_view text);
   void Close();
-  // A value ended at pos_: a member of the root is kept (`decoded`: a string's text).
+  // A value of `kind` ended at pos_: a member of the root is kept (a string's text decoded, a
+  // number's as written).
   void Completed(std::string_view text, Kind kind, bool boolean);
 
   Value root_;
@@ -108,6 +113,8 @@ class ShallowScanner {
   bool string_is_key_ = false;
   size_t string_begin_ = 0;
   size_t string_at_ = 0;
+  // The number at pos_ that reached the text's end: where the search for its end resumes.
+  size_t number_searched_ = 0;
   std::string key_;          // the key of the root's member being read
   size_t member_begin_ = 0;  // where that member's value began
 };
