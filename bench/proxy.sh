@@ -15,7 +15,12 @@
 # of its own). By default all share the script's session. The kernel places a session's tasks as
 # one group (autogroup), so the two placements give different latencies: docs/benchmarks.md.
 #
+# ROUNDS=N (1 by default) measures each kind of figure N times, Ktesio and nginx back to back in
+# each round and in turn first, then prints each figure's median over the rounds for both and the
+# median of the rounds' ratios (ktesio_over_nginx_*): the figure to compare on a shared machine.
+#
 #   bench/proxy.sh                 N_LAT=1000 CONNS=32 SECONDS_TP=10 PROMPT_BYTES=65536 by default
+#   ROUNDS=5 KTESIO_BENCH_PEERS=1 bench/proxy.sh
 #   PROMPT_BYTES=1048576 PROMPT_PATH=/responses bench/proxy.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +30,7 @@ SECONDS_TP=${SECONDS_TP:-10}
 PROMPT_BYTES=${PROMPT_BYTES:-65536}
 PROMPT_PATH=${PROMPT_PATH:-/chat/completions}
 SESSIONS=${SESSIONS:-0}
+ROUNDS=${ROUNDS:-1}
 
 source bench/lib.sh
 kt_build ktesiod ktctl ktesio-shim ktesio-probe ktesio_proxy_bench
@@ -90,23 +96,67 @@ NGINX
   targets+=("nginx http://127.0.0.1:18471/v1")
 fi
 
-echo "== metering proxy: latency ($N_LAT sequential keep-alive calls of each kind; sessions: $([[ $SESSIONS == 1 ]] && echo "one each" || echo shared)) =="
-for t in "${targets[@]}"; do
-  set -- $t
-  "${own[@]}" "$PB" latency "$2" "$N_LAT" | sed "s/^/${1}_/"
-done
+# One kind of figure for one target, printed as `NAME_figure value` and kept (with the round) for
+# the summary.
+measure() {  # KIND ROUND NAME URL
+  local kind=$1 round=$2 name=$3 url=$4 out
+  out=$(case $kind in
+    tiny) "${own[@]}" "$PB" latency "$url" "$N_LAT" | sed "s/^/${name}_/" ;;
+    conversation)
+      "${own[@]}" "$PB" latency "$url" "$((N_LAT / 2))" "$PROMPT_BYTES" "$PROMPT_PATH" |
+        sed "s/^/${name}_conversation_/"
+      ;;
+    throughput) "${own[@]}" "$PB" throughput "$url" "$CONNS" "$SECONDS_TP" | sed "s/^/${name}_/" ;;
+  esac)
+  echo "$out"
+  sed "s/^/$round /" <<<"$out" >>"$work/figures"
+}
+# Each kind of figure, ROUNDS times, Ktesio and nginx back to back in every round, the one first
+# in one round going second in the next: on a shared machine the load drifts over a run, and a
+# figure compared with one taken minutes later measures the drift as much as the proxy.
+rounds() {  # KIND
+  local kind=$1 round t
+  for round in $(seq 1 "$ROUNDS"); do
+    [[ $ROUNDS -gt 1 ]] && echo "-- round $round"
+    local order=("${targets[@]}")
+    if ((round % 2 == 0)) && [[ ${#targets[@]} -eq 3 ]]; then
+      order=("${targets[0]}" "${targets[2]}" "${targets[1]}")
+    fi
+    for t in "${order[@]}"; do
+      set -- $t
+      measure "$kind" "$round" "$1" "$2"
+    done
+  done
+}
+: >"$work/figures"
+echo "== metering proxy: latency ($N_LAT sequential keep-alive calls of each kind; sessions: $([[ $SESSIONS == 1 ]] && echo "one each" || echo shared); rounds: $ROUNDS) =="
+rounds tiny
 echo "== metering proxy: latency with a ${PROMPT_BYTES}-byte conversation in every call to $PROMPT_PATH =="
-for t in "${targets[@]}"; do
-  set -- $t
-  "${own[@]}" "$PB" latency "$2" "$((N_LAT / 2))" "$PROMPT_BYTES" "$PROMPT_PATH" |
-    sed "s/^/${1}_conversation_/"
-done
+rounds conversation
 echo "== request planning of those calls, in process (CPU only: the streamed call's is on its first token's path) =="
 "$PB" plan "$PROMPT_BYTES" 2000
 echo "== metering proxy: throughput ($CONNS connections streaming for ${SECONDS_TP}s) =="
-for t in "${targets[@]}"; do
-  set -- $t
-  "${own[@]}" "$PB" throughput "$2" "$CONNS" "$SECONDS_TP" | sed "s/^/${1}_/"
-done
+rounds throughput
+if [[ $ROUNDS -gt 1 && ${#targets[@]} -eq 3 ]]; then
+  echo "== over $ROUNDS rounds: the medians, and the median of each round's Ktesio / nginx =="
+  python3 - "$work/figures" <<'PY'
+import statistics, sys
+by = {}  # (name, figure) -> {round: value}
+for line in open(sys.argv[1]):
+    round_, key, value = line.split()
+    name, figure = key.split("_", 1)
+    by.setdefault((name, figure), {})[int(round_)] = float(value)
+for (name, figure), ours in sorted(by.items()):
+    theirs = by.get(("nginx", figure))
+    if name != "ktesio" or not theirs:
+        continue
+    rounds = sorted(set(ours) & set(theirs))
+    ratios = [ours[r] / theirs[r] for r in rounds if theirs[r] > 0]
+    print(f"ktesio_{figure}_median {statistics.median(ours.values()):.0f}")
+    print(f"nginx_{figure}_median {statistics.median(theirs.values()):.0f}")
+    if ratios:
+        print(f"ktesio_over_nginx_{figure} {statistics.median(ratios):.3f}")
+PY
+fi
 echo "ktesio_proxy_daemon_pss_kb $(awk '/^Pss:/ {print $2}' /proc/$daemon/smaps_rollup)"
 ctl agent usage m
