@@ -10,6 +10,10 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define KTESIO_MENTIONS_AVX2 1
+#endif
 
 namespace ktesio::daemon::metering {
 namespace {
@@ -167,11 +171,60 @@ bool EscapedLetterAt(std::string_view body, size_t at) {
          (body[at + 4] == '6' || body[at + 4] == '7');
 }
 
+constexpr std::string_view kStreamNeedle = "\"stream\"";
+
+#if KTESIO_MENTIONS_AVX2
+// The search below, 32 places at a time, where the processor has AVX2 (asked once: the build
+// targets baseline x86-64, so these instructions are used only in this function). Searches from
+// `at` while 32 + 7 bytes remain, leaving `at` where it stopped; true when a candidate is the
+// needle or an escaped letter. A 1 MiB JSON call was searched in 101 us sixteen places at a time.
+__attribute__((target("avx2"))) bool MentionsStreamAvx2(std::string_view body, size_t& at) {
+  const char* const data = body.data();
+  const __m256i quote = _mm256_set1_epi8('"');
+  const __m256i s = _mm256_set1_epi8('s');
+  const __m256i m = _mm256_set1_epi8('m');
+  const __m256i backslash = _mm256_set1_epi8('\\');
+  const __m256i zero = _mm256_set1_epi8('0');
+  // No lambda for the loads: it would be a function without this target, and the intrinsics
+  // could not be inlined into it.
+  while (body.size() - at >= 32 + kStreamNeedle.size() - 1) {
+    const __m256i first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + at));
+    const __m256i second = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + at + 1));
+    const __m256i third = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + at + 2));
+    const __m256i seventh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + at + 6));
+    const __m256i needles = _mm256_and_si256(
+        _mm256_and_si256(_mm256_cmpeq_epi8(first, quote), _mm256_cmpeq_epi8(second, s)),
+        _mm256_cmpeq_epi8(seventh, m));
+    const __m256i escapes =
+        _mm256_and_si256(_mm256_cmpeq_epi8(first, backslash), _mm256_cmpeq_epi8(third, zero));
+    for (auto bits = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(needles, escapes)));
+         bits != 0; bits &= bits - 1) {
+      const size_t candidate = at + static_cast<size_t>(__builtin_ctz(bits));
+      if (body.compare(candidate, kStreamNeedle.size(), kStreamNeedle) == 0 ||
+          EscapedLetterAt(body, candidate)) {
+        return true;
+      }
+    }
+    at += 32;
+  }
+  return false;
+}
+
+bool CpuHasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2") != 0;
+  return has;
+}
+#endif
+
 }  // namespace
 
 bool MentionsStream(std::string_view body) {
-  constexpr std::string_view kNeedle = "\"stream\"";
   size_t at = 0;
+#if KTESIO_MENTIONS_AVX2
+  if (CpuHasAvx2() && MentionsStreamAvx2(body, at)) {
+    return true;
+  }
+#endif
 #if defined(__SSE2__)
   // A conversation is a quote every few dozen bytes, and a search that stops at each quote to
   // compare (find, memmem) cost a JSON call 9 us per 64 KiB. Here sixteen places at a time must
@@ -188,7 +241,7 @@ bool MentionsStream(std::string_view body) {
   const __m128i backslash = _mm_set1_epi8('\\');
   const __m128i zero = _mm_set1_epi8('0');
   // Each candidate at at..at+15 is compared with all 8 bytes, so 16 + 7 bytes must be there.
-  while (body.size() - at >= 16 + kNeedle.size() - 1) {
+  while (body.size() - at >= 16 + kStreamNeedle.size() - 1) {
     const __m128i first = load(at);
     const __m128i needles =
         _mm_and_si128(_mm_and_si128(_mm_cmpeq_epi8(first, quote), _mm_cmpeq_epi8(load(at + 1), s)),
@@ -198,7 +251,7 @@ bool MentionsStream(std::string_view body) {
     for (auto bits = static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(needles, escapes)));
          bits != 0; bits &= bits - 1) {
       const size_t candidate = at + static_cast<size_t>(__builtin_ctz(bits));
-      if (body.compare(candidate, kNeedle.size(), kNeedle) == 0 ||
+      if (body.compare(candidate, kStreamNeedle.size(), kStreamNeedle) == 0 ||
           EscapedLetterAt(body, candidate)) {
         return true;
       }
@@ -206,7 +259,7 @@ bool MentionsStream(std::string_view body) {
     at += 16;
   }
 #endif
-  if (body.find(kNeedle, at) != std::string_view::npos) {
+  if (body.find(kStreamNeedle, at) != std::string_view::npos) {
     return true;
   }
   for (at = body.find('\\', at); at != std::string_view::npos; at = body.find('\\', at + 1)) {
