@@ -31,6 +31,10 @@ PROMPT_BYTES=${PROMPT_BYTES:-65536}
 PROMPT_PATH=${PROMPT_PATH:-/chat/completions}
 SESSIONS=${SESSIONS:-0}
 ROUNDS=${ROUNDS:-1}
+if ! [[ $ROUNDS =~ ^[1-9][0-9]*$ ]]; then
+  echo "proxy.sh: ROUNDS must be a positive whole number (got '$ROUNDS')" >&2
+  exit 2
+fi
 
 source bench/lib.sh
 kt_build ktesiod ktctl ktesio-shim ktesio-probe ktesio_proxy_bench

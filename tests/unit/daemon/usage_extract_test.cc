@@ -451,6 +451,25 @@ TEST(PlanRequestTest, TheStreamKeyIsFoundWhereverItFalls) {
   EXPECT_GT(found, 2000);
 }
 
+// Every place of every 32-byte block and of the tails after them: the needle, an escaped letter and
+// a look-alike of each at every offset of bodies of 38 to 110 bytes (the wide search needs 39 to
+// start, the narrow one 23), each in a buffer of its exact size.
+TEST(PlanRequestTest, TheStreamKeyIsFoundAtEveryOffsetAcrossTheSearchSteps) {
+  const std::vector<std::pair<std::string, bool>> pieces = {
+      {"\"stream\"", true}, {"\\u0061", true}, {"\"streak\"", false}, {"\\u0041", false}};
+  for (size_t length = 38; length <= 110; ++length) {
+    for (const auto& [piece, mentions] : pieces) {
+      for (size_t at = 0; at + piece.size() <= length; ++at) {
+        std::string text(length, 'x');
+        text.replace(at, piece.size(), piece);
+        const std::unique_ptr<char[]> exact(new char[text.size()]);
+        std::memcpy(exact.get(), text.data(), text.size());
+        EXPECT_EQ(MentionsStream(std::string_view(exact.get(), text.size())), mentions) << text;
+      }
+    }
+  }
+}
+
 // A key spelled with escapes is the key: a body that asks for a stream so gets include_usage
 // asked for like any other (were it taken for a JSON call, the usage would go unasked and the
 // call count as unknown usage, which no budget sees).
