@@ -10,7 +10,7 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__SSE2__)
 #include <immintrin.h>
 #define KTESIO_MENTIONS_AVX2 1
 #endif
@@ -173,6 +173,21 @@ bool EscapedLetterAt(std::string_view body, size_t at) {
 
 constexpr std::string_view kStreamNeedle = "\"stream\"";
 
+#if defined(__SSE2__)  // every x86-64, the only place the block searches below are built
+// Whether one of the places a search block marked is the needle or an escaped letter: bit i of
+// `bits` is the place at + i. Both widths of the search below compare their candidates here.
+bool AnyCandidateMentions(std::string_view body, size_t at, uint32_t bits) {
+  for (; bits != 0; bits &= bits - 1) {
+    const size_t candidate = at + static_cast<size_t>(__builtin_ctz(bits));
+    if (body.compare(candidate, kStreamNeedle.size(), kStreamNeedle) == 0 ||
+        EscapedLetterAt(body, candidate)) {
+      return true;
+    }
+  }
+  return false;
+}
+#endif
+
 #if KTESIO_MENTIONS_AVX2
 // The search below, 32 places at a time, where the processor has AVX2 (asked once: the build
 // targets baseline x86-64, so these instructions are used only in this function). Searches from
@@ -197,13 +212,10 @@ __attribute__((target("avx2"))) bool MentionsStreamAvx2(std::string_view body, s
         _mm256_cmpeq_epi8(seventh, m));
     const __m256i escapes =
         _mm256_and_si256(_mm256_cmpeq_epi8(first, backslash), _mm256_cmpeq_epi8(third, zero));
-    for (auto bits = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(needles, escapes)));
-         bits != 0; bits &= bits - 1) {
-      const size_t candidate = at + static_cast<size_t>(__builtin_ctz(bits));
-      if (body.compare(candidate, kStreamNeedle.size(), kStreamNeedle) == 0 ||
-          EscapedLetterAt(body, candidate)) {
-        return true;
-      }
+    const auto bits =
+        static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(needles, escapes)));
+    if (bits != 0 && AnyCandidateMentions(body, at, bits)) {
+      return true;
     }
     at += 32;
   }
@@ -248,13 +260,9 @@ bool MentionsStream(std::string_view body) {
                       _mm_cmpeq_epi8(load(at + 6), m));
     const __m128i escapes =
         _mm_and_si128(_mm_cmpeq_epi8(first, backslash), _mm_cmpeq_epi8(load(at + 2), zero));
-    for (auto bits = static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(needles, escapes)));
-         bits != 0; bits &= bits - 1) {
-      const size_t candidate = at + static_cast<size_t>(__builtin_ctz(bits));
-      if (body.compare(candidate, kStreamNeedle.size(), kStreamNeedle) == 0 ||
-          EscapedLetterAt(body, candidate)) {
-        return true;
-      }
+    const auto bits = static_cast<uint32_t>(_mm_movemask_epi8(_mm_or_si128(needles, escapes)));
+    if (bits != 0 && AnyCandidateMentions(body, at, bits)) {
+      return true;
     }
     at += 16;
   }
